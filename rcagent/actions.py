@@ -1,0 +1,65 @@
+"""The action format: one JSON object {thought, action, arguments}, and its JSON schema.
+
+The schema enumerates the tool names and, for entity parameters and finalize's root causes, the job's
+inventory, so that a constrained model cannot invent either.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rcagent.tools import Tool
+
+THOUGHT_MAX = 240
+TEXT_MAX = 300
+
+
+@dataclass
+class Action:
+    thought: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"thought": self.thought, "action": self.name, "arguments": self.arguments}
+
+
+def _param_schema(p, entities: list[str]) -> dict:
+    if p.entity and entities:
+        return {"type": "string", "enum": entities}
+    if p.choices:
+        return {"type": "string", "enum": list(p.choices)}
+    return {"type": p.type, "maxLength": 60} if p.type == "string" else {"type": p.type}
+
+
+def _branch(name: str, properties: dict, required: list[str]) -> dict:
+    return {"type": "object", "properties": {
+        "thought": {"type": "string", "maxLength": THOUGHT_MAX},
+        "action": {"type": "string", "enum": [name]},
+        "arguments": {"type": "object", "properties": properties, "required": required,
+                      "additionalProperties": False}},
+        "required": ["thought", "action", "arguments"], "additionalProperties": False}
+
+
+def finalize_schema(entities: list[str]) -> dict:
+    item = {"type": "string", "enum": entities} if entities else {"type": "string"}
+    return {
+        "root_causes": {"type": "array", "items": item, "minItems": 1, "maxItems": 3},
+        "root_cause": {"type": "string", "maxLength": TEXT_MAX},
+        "solution": {"type": "string", "maxLength": TEXT_MAX},
+        "evidence": {"type": "array", "items": {"type": "string", "maxLength": 200}, "minItems": 1, "maxItems": 3},
+        "responsibility": {"type": "string", "maxLength": 120},
+    }
+
+
+def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool = True) -> dict:
+    """anyOf one branch per tool, plus read_snapshot and finalize; only finalize when allow_tools is False."""
+    branches = []
+    if allow_tools:
+        for tool in tools.values():
+            props = {p.name: _param_schema(p, entities) for p in tool.params}
+            branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required]))
+        branches.append(_branch("read_snapshot", {"key": {"type": "string", "maxLength": 24},
+                                                  "page": {"type": "integer"}}, ["key"]))
+    fin = finalize_schema(entities)
+    branches.append(_branch("finalize", fin, list(fin)))
+    return {"anyOf": branches} if len(branches) > 1 else branches[0]

@@ -1,0 +1,184 @@
+"""The `rcagent` command line: import, analyze, show, runs."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from rcagent.config import load_settings
+from rcagent.errors import BackendError, BadInput
+
+
+def output_format(fn):
+    """One reusable option for output formats (sqlite-utils style)."""
+    @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
+                  show_default=True, help="Output format.")
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def model_options(fn):
+    """Options that choose and configure the model backend; they override the config file."""
+    options = [
+        click.option("--config", type=click.Path(dir_okay=False), help="Config file (TOML)."),
+        click.option("--backend", type=click.Choice(["local", "openai", "transformers", "scripted"]),
+                     help="Model backend (default: local llama.cpp)."),
+        click.option("--model", help="Model: smollm2 | gemma3 | a .gguf path (local); the served name (openai)."),
+        click.option("--base-url", help="OpenAI-compatible server URL, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--allow-remote", is_flag=True, default=None,
+                     help="Allow a non-loopback --base-url (telemetry leaves the machine)."),
+        click.option("--max-steps", type=click.IntRange(1, 200), help="Step limit (default 15)."),
+        click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="rcagent")
+def cli():
+    """rcagent: offline root-cause analysis of microservice incidents with a local model."""
+
+
+@cli.command("import")
+@click.argument("kind", type=click.Choice(["nezha", "rcd", "petshop"]))
+@click.argument("src", type=click.Path())
+@click.argument("dest", type=click.Path(file_okay=False))
+@output_format
+def import_cmd(kind, src, dest, fmt):
+    """Import a public RCA dataset (archive or extracted folder) into DEST/jobs and DEST/labels."""
+    from rcagent.importers import run_import
+
+    def progress(job_id, i, n):
+        click.echo(f"\r  {i}/{n} {job_id}", nl=(i == n), err=True)
+
+    report = run_import(kind, src, dest, progress=progress)
+    if fmt == "json":
+        click.echo(json.dumps({"source": report.source, "jobs": len(report.jobs), "systems": report.systems,
+                               "lacking": report.lacking}, indent=2))
+        return
+    click.echo(f"Imported {len(report.jobs)} jobs from {kind} into {Path(dest) / 'jobs'}: "
+               + ", ".join(f"{s} {n}" for s, n in report.systems.items()))
+    by_missing: dict[str, int] = {}
+    for tables in report.lacking.values():
+        key = ", ".join(tables)
+        by_missing[key] = by_missing.get(key, 0) + 1
+    for tables, n in sorted(by_missing.items()):
+        click.echo(f"  {n} jobs lack: {tables}")
+
+
+@cli.command()
+@click.option("--job", "job_dir", required=True, type=click.Path(), help="The incident folder (job.yaml + tables).")
+@model_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the diagnosis as JSON to this file.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@output_format
+def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, store, out, quiet, fmt):
+    """Diagnose one incident and print the root causes, explanation, solution and evidence."""
+    from rcagent.controller import Controller
+    from rcagent.job import Job
+    from rcagent.report import render
+    from rcagent.serving import make_backend
+    from rcagent.store import Store
+
+    settings = load_settings(config, backend=backend, model=model, base_url=base_url,
+                             allow_remote=allow_remote, max_steps=max_steps, store=store)
+    if backend and not model and backend != "local":
+        settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
+    job = Job.load(job_dir)
+    db = Store(settings.store_path())
+    click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
+               err=True)
+    llm = make_backend(settings)
+
+    def progress(ev):
+        if quiet:
+            return
+        extra = f"  ! {ev['error'][:80]}" if ev["error"] else ""
+        click.echo(f"  step {ev['step']:>2}/{ev['max_steps']}  {ev['action']:<13} {str(ev['entity'])[:48]:<48} "
+                   f"{ev['tokens']:>5} tok{' (cached)' if ev['cached'] else ''}{extra}", err=True)
+
+    controller = Controller(job, llm, db, settings, progress=progress)
+    try:
+        diagnosis = controller.run()
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: run {controller.run_id} is kept in the store, marked interrupted", err=True)
+        sys.exit(130)
+    if out:
+        Path(out).write_text(json.dumps(diagnosis.to_dict(), indent=2))
+    click.echo(render(diagnosis, fmt))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
+@click.option("--snapshots", is_flag=True, help="List the run's snapshot keys instead of its steps.")
+@click.option("--snapshot", "key", help="Print one stored observation in full.")
+@output_format
+def show(run_id, store, snapshots, key, fmt):
+    """Replay a stored run step by step (RUN_ID may be a unique prefix)."""
+    from rcagent.report import render_steps
+    from rcagent.store import Store
+
+    db = Store(load_settings(None, store=store).store_path())
+    if key:
+        text = db.snapshot(key)
+        if text is None:
+            raise BadInput(f"no snapshot '{key}'")
+        click.echo(text)
+        return
+    run = db.run(run_id)
+    if run is None:
+        raise BadInput(f"no run '{run_id}' in {db.db.conn.execute('PRAGMA database_list').fetchone()[2]}")
+    if snapshots:
+        keys = db.snapshot_keys(run["id"])
+        if fmt == "json":
+            click.echo(json.dumps(keys, indent=2))
+        else:
+            click.echo("\n".join(f"{k['key']}  step {k['step']}  {k['tool']}  {k['chars']} chars" for k in keys)
+                       or "no snapshots")
+        return
+    click.echo(render_steps(run, db.steps(run["id"]), fmt))
+
+
+@cli.command()
+@click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
+@click.option("--limit", default=20, show_default=True, help="How many runs.")
+@output_format
+def runs(store, limit, fmt):
+    """List recent runs in the store."""
+    from rcagent.store import Store
+
+    db = Store(load_settings(None, store=store).store_path())
+    rows = db.runs(limit)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for r in rows:
+        click.echo(f"{r['id']}  {r['started'][:19]}  {r['job']:<14} {r['backend']}/{r['model']}  {r['status']}")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except BadInput as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except BackendError as exc:
+        click.echo(f"model backend error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,75 @@
+"""Configuration in one place: defaults, overridden by a TOML file, overridden by CLI flags.
+
+The file is `~/.config/rcagent/config.toml` (or the one given with `--config`), for example:
+
+    backend = "openai"
+    base_url = "http://127.0.0.1:8000/v1"
+    model = "Qwen/Qwen2.5-7B-Instruct"
+    max_steps = 15
+    store = "~/.local/share/rcagent/rcagent.db"
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from rcagent.errors import BadInput
+
+DEFAULT_FILE = Path("~/.config/rcagent/config.toml")
+
+
+def cache_dir() -> Path:
+    """Where extracted archives and other re-creatable files go (never inside the repository)."""
+    return Path("~/.cache/rcagent").expanduser()
+
+
+@dataclass
+class Settings:
+    backend: str = "local"             # local | openai | transformers | scripted
+    model: str = "smollm2"             # local: smollm2 | gemma3 | a .gguf path; openai: the served name
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str = "none"
+    allow_remote: bool = False         # the openai backend refuses non-loopback hosts unless this is set
+    max_steps: int = 15
+    max_tokens: int = 384              # per model call
+    n_ctx: int = 8192                  # local context window
+    threads: int = 2
+    temperature: float = 0.0
+    seed: int = 0
+    snapshot_threshold: int = 900      # observations longer than this (characters) go behind a key
+    head_chars: int = 700              # how much of a stored observation the prompt sees
+    request_timeout: float = 600.0
+    store: str = "~/.local/share/rcagent/rcagent.db"
+
+    def store_path(self) -> Path:
+        return Path(self.store).expanduser()
+
+
+def load_settings(file: str | Path | None = None, **overrides) -> Settings:
+    settings = Settings()
+    path = Path(file).expanduser() if file else DEFAULT_FILE.expanduser()
+    if file and not path.is_file():
+        raise BadInput(f"config file not found: {path}")
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise BadInput(f"{path}: not valid TOML ({exc})") from None
+        _apply(settings, data, str(path))
+    _apply(settings, {k: v for k, v in overrides.items() if v is not None}, "command line")
+    return settings
+
+
+def _apply(settings: Settings, data: dict, where: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    for key, value in data.items():
+        key = key.replace("-", "_")
+        if key not in fields:
+            raise BadInput(f"{where}: unknown setting '{key}'")
+        kind = type(getattr(settings, key))
+        try:
+            setattr(settings, key, kind(value) if kind is not bool else bool(value))
+        except (TypeError, ValueError):
+            raise BadInput(f"{where}: setting '{key}' expects {kind.__name__}, got {value!r}") from None

@@ -1,0 +1,265 @@
+"""The ReAct controller: the whole agent loop.
+
+The model emits one JSON action per step; tools observe the job; long observations go behind a snapshot
+key (OBSK); `finalize` ends the run with a diagnosis; the step limit ends it with a best-effort one.
+Control flow uses exceptions that carry the message to append (format errors, tool errors), as in
+mini-swe-agent. Every step is saved to the store as it happens.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+from rcagent import prompts
+from rcagent.actions import Action, action_schema
+from rcagent.config import Settings
+from rcagent.diagnosis import Diagnosis, RootCause
+from rcagent.errors import AgentMessage, BadInput, ToolError, UnknownEntity
+from rcagent.job import Job
+from rcagent.serving import Backend, Completion
+from rcagent.stabilizers import parse_action
+from rcagent.store import Store
+from rcagent.tools import Tool, load_builtin_tools, run_tool, tool_docs
+from rcagent.tools.overview import ranking
+
+Parser = Callable[[str, list[str]], Action]
+Check = Callable[[Action, "Controller"], None]  # raises AgentMessage to reject an action
+
+
+class Finalized(Exception):
+    def __init__(self, diagnosis: Diagnosis):
+        self.diagnosis = diagnosis
+
+
+class Controller:
+    def __init__(self, job: Job, backend: Backend, store: Store, settings: Settings,
+                 tools: dict[str, Tool] | None = None, parse: Parser = parse_action,
+                 checks: tuple[Check, ...] = (), progress: Callable[[dict], None] | None = None):
+        self.job, self.backend, self.store, self.settings = job, backend, store, settings
+        self.tools = tools if tools is not None else load_builtin_tools()
+        self.parse, self.checks, self.progress = parse, checks, progress
+        self.entities = sorted(job.entities)
+        self.schema = action_schema(self.tools, self.entities)
+        self.final_schema = action_schema(self.tools, self.entities, allow_tools=False)
+        self.history: list[Action] = []          # valid actions taken, in order
+        self.looked_at: list[str] = []           # entities the agent inspected
+        self.messages: list[dict] = []
+        self.step = self.invalid = self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.run_id = ""
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def run(self) -> Diagnosis:
+        start = time.perf_counter()
+        s = self.settings
+        self.run_id = self.store.start_run(self.job.id, str(self.job.path), self.backend.name,
+                                           self.backend.model, {"max_steps": s.max_steps, "seed": s.seed,
+                                                                "temperature": s.temperature})
+        self.messages = [
+            {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
+                                                         tool_docs=tool_docs(self.tools))},
+            {"role": "user", "content": prompts.render("task", job_id=self.job.id, alert=self.job.alert,
+                                                       summary=self.job.summary(), overview=self.primer())},
+        ]
+        status = "interrupted"
+        try:
+            while True:
+                if self.step >= s.max_steps:
+                    diagnosis = self.best_effort("the step limit was reached before finalize")
+                    break
+                try:
+                    self.do_step()
+                except Finalized as done:
+                    diagnosis = done.diagnosis
+                    break
+            status = "finalized" if diagnosis.finalized else "step_limit"
+        except KeyboardInterrupt:
+            self.store.end_run(self.run_id, "interrupted")
+            raise
+        except Exception:
+            self.store.end_run(self.run_id, "failed")
+            raise
+        self.fill_figures(diagnosis, time.perf_counter() - start)
+        self.store.end_run(self.run_id, status, diagnosis.to_dict())
+        return diagnosis
+
+    def do_step(self) -> None:
+        self.step += 1
+        last = self.step == self.settings.max_steps
+        messages = self.messages + ([{"role": "user", "content": prompts.render("last_step")}] if last else [])
+        completion = self.query(messages, self.final_schema if last else self.schema)
+        record = {"raw": completion.text, "prompt_tokens": completion.prompt_tokens,
+                  "completion_tokens": completion.completion_tokens, "model_ms": completion.latency_ms}
+        tool_start = time.perf_counter()
+        try:
+            action = self.parse(completion.text, list(self.tools))
+            for check in self.checks:
+                check(action, self)
+            observation = self.execute(action)
+        except Finalized as done:
+            record["tool_ms"] = (time.perf_counter() - tool_start) * 1000
+            self.save_step(action, record, observation="(finalized)", valid=True)
+            self.emit(action, completion)
+            raise done
+        except AgentMessage as msg:
+            self.invalid += 1
+            error = str(msg)
+            self.messages += [{"role": "assistant", "content": completion.text},
+                              {"role": "user", "content": prompts.render("error", error=error)}]
+            self.store.add_step(self.run_id, self.step, action="(invalid)", valid=0, error=error,
+                                tool_ms=(time.perf_counter() - tool_start) * 1000, **record)
+            self.emit(None, completion, error=error)
+            return
+        record["tool_ms"] = (time.perf_counter() - tool_start) * 1000
+        head, key = self.shorten(action.name, observation)
+        self.history.append(action)
+        self.messages += [
+            {"role": "assistant", "content": json.dumps(action.to_dict())},
+            {"role": "user", "content": prompts.render("observation", step=self.step,
+                                                       max_steps=self.settings.max_steps, observation=head)},
+        ]
+        self.save_step(action, record, observation=head, snapshot=key, valid=True)
+        self.emit(action, completion)
+
+    def primer(self) -> str:
+        """The overview, computed before the first step: a tiny model starts from the anomaly ranking."""
+        if "overview" not in self.tools:
+            return "(no overview tool)"
+        head, _ = self.shorten("overview", run_tool(self.tools["overview"], self.job, {}))
+        return head
+
+    # ---- model calls (cached by the full request, so a run replays) ------------------------------
+    def query(self, messages: list[dict], schema: dict) -> Completion:
+        s = self.settings
+        request = {"backend": self.backend.name, "model": self.backend.model, "messages": messages,
+                   "schema": schema, "temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed}
+        self.llm_calls += 1
+        cached = self.store.cached(request) if s.temperature == 0 else None
+        if cached:
+            c = Completion(**{**cached[0], "cached": True})
+        else:
+            c = self.backend.complete(messages, schema=schema, n=1, temperature=s.temperature,
+                                      max_tokens=s.max_tokens)[0]
+            self.store.cache(request, [{"text": c.text, "prompt_tokens": c.prompt_tokens,
+                                        "completion_tokens": c.completion_tokens, "latency_ms": c.latency_ms}])
+        self.prompt_tokens += c.prompt_tokens
+        self.completion_tokens += c.completion_tokens
+        return c
+
+    # ---- actions -------------------------------------------------------------------------------
+    def execute(self, action: Action) -> str:
+        if action.name == "finalize":
+            raise Finalized(self.finalize(action.arguments))
+        if action.name == "read_snapshot":
+            return self.read_snapshot(**self._args(action, ("key", "page")))
+        tool = self.tools[action.name]
+        args = self._args(action, tuple(p.name for p in tool.params))
+        missing = [p.name for p in tool.params if p.required and not args.get(p.name)]
+        if missing:
+            raise ToolError(f"{tool.name} needs {', '.join(missing)}: {tool.signature()}.")
+        try:
+            observation = run_tool(tool, self.job, args)
+        except UnknownEntity as exc:
+            raise ToolError(f"{exc}. Use a name from the inventory (overview or topology lists them).") from None
+        except (ValueError, TypeError) as exc:
+            raise ToolError(f"{tool.name}: {exc}") from None
+        if args.get("entity"):
+            self.looked_at.append(self.job.resolve(str(args["entity"])).id)
+        return observation
+
+    def _args(self, action: Action, allowed: tuple[str, ...]) -> dict:
+        extra = [k for k in action.arguments if k not in allowed]
+        if extra:
+            raise ToolError(f"{action.name} takes {', '.join(allowed) or 'no arguments'}; "
+                            f"unknown argument(s): {', '.join(extra)}.")
+        return {k: v for k, v in action.arguments.items() if v not in (None, "")}
+
+    def read_snapshot(self, key: str, page: int | str = 1) -> str:
+        text = self.store.snapshot(str(key).strip())
+        if text is None:
+            keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
+            raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(keys) or 'none yet'}.")
+        size = self.settings.head_chars
+        pages = max(1, -(-len(text) // size))
+        try:
+            page = max(1, min(int(page), pages))
+        except (TypeError, ValueError):
+            raise ToolError("page must be a number (1, 2, ...).") from None
+        chunk = text[(page - 1) * size: page * size]
+        return f"[snapshot {key}, page {page} of {pages}]\n{chunk}"
+
+    def shorten(self, tool: str, observation: str) -> tuple[str, str | None]:
+        """OBSK: a long observation is stored whole; the prompt sees its head and the key."""
+        if len(observation) <= self.settings.snapshot_threshold or tool == "read_snapshot":
+            return observation, None
+        key = self.store.put_snapshot(self.run_id, self.step, tool, observation)
+        head = observation[: self.settings.head_chars]
+        cut = head.rfind("\n")
+        head = head[:cut] if cut > len(head) // 2 else head
+        rest = len(observation) - len(head)
+        return f"{head}\n[... {rest} more characters stored as snapshot {key}; read_snapshot(key=\"{key}\", page=2)]", key
+
+    def finalize(self, args: dict) -> Diagnosis:
+        names = args.get("root_causes") or []
+        if isinstance(names, str):
+            names = [names]
+        ranked, unknown = [], []
+        for name in names:
+            try:
+                ent = self.job.resolve(str(name))
+            except UnknownEntity:
+                unknown.append(str(name))
+                continue
+            if ent.id not in [r.entity for r in ranked]:
+                ranked.append(RootCause(ent.id, ent.kind, 0.0))
+        if not ranked:
+            hint = f" ({', '.join(unknown)} not in the inventory)" if unknown else ""
+            raise ToolError(f"finalize needs root_causes: entities from the inventory, best first{hint}.")
+        for i, rc in enumerate(ranked):
+            rc.score = round(1.0 / (i + 1), 3)
+        evidence = args.get("evidence") or []
+        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked,
+                         root_cause=str(args.get("root_cause") or ""), solution=str(args.get("solution") or ""),
+                         evidence=[str(e) for e in (evidence if isinstance(evidence, list) else [evidence])],
+                         responsibility=str(args.get("responsibility") or ""), finalized=True)
+
+    def best_effort(self, why: str) -> Diagnosis:
+        """No finalize: rank what the agent looked at (else everything) by the overview's anomaly score."""
+        ranked = ranking(self.job)
+        seen = set(self.looked_at)
+        pool = [r for r in ranked if r[0] in seen] or ranked
+        causes = [RootCause(e, self.job.entities[e].kind, s) for e, s, _ in pool[:5]]
+        evidence = [f"{e}: {'; '.join(r)}" for e, _, r in pool[:3]]
+        text = (f"Best effort ({why}): {causes[0].entity} moved most from its baseline." if causes
+                else f"Best effort ({why}): no entity moved noticeably.")
+        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=causes, root_cause=text,
+                         solution="Inspect the top-ranked entity's recent changes, resource limits and dependencies.",
+                         evidence=evidence, responsibility="on-call SRE", finalized=False, note=why)
+
+    # ---- bookkeeping ------------------------------------------------------------------------------
+    def fill_figures(self, d: Diagnosis, wall_s: float) -> None:
+        d.run_id, d.steps, d.invalid_steps = self.run_id, self.step, self.invalid
+        d.llm_calls, d.prompt_tokens, d.completion_tokens = self.llm_calls, self.prompt_tokens, self.completion_tokens
+        d.wall_s, d.backend, d.model = round(wall_s, 3), self.backend.name, self.backend.model
+
+    def save_step(self, action: Action, record: dict, observation: str, snapshot: str | None = None,
+                  valid: bool = True) -> None:
+        self.store.add_step(self.run_id, self.step, thought=action.thought, action=action.name,
+                            arguments=action.arguments, observation=observation, snapshot=snapshot,
+                            valid=int(valid), **record)
+
+    def emit(self, action: Action | None, completion: Completion, error: str | None = None) -> None:
+        if self.progress:
+            self.progress({"step": self.step, "max_steps": self.settings.max_steps,
+                           "action": action.name if action else "(invalid)",
+                           "entity": (action.arguments.get("entity") or action.arguments.get("key")
+                                      or ",".join(map(str, action.arguments.get("root_causes") or [])))
+                           if action else "",
+                           "tokens": completion.prompt_tokens + completion.completion_tokens,
+                           "cached": completion.cached, "error": error})
+
+
+def analyze(job: Job, backend: Backend, store: Store, settings: Settings, progress=None) -> Diagnosis:
+    if not job.entities:
+        raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
+    return Controller(job, backend, store, settings, progress=progress).run()

@@ -1,0 +1,36 @@
+"""The diagnosis: ranked root-cause entities, explanation, solution, evidence, and the run's figures."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class RootCause:
+    entity: str
+    kind: str
+    score: float
+
+
+@dataclass
+class Diagnosis:
+    job: str
+    run_id: str
+    root_causes: list[RootCause] = field(default_factory=list)
+    root_cause: str = ""
+    solution: str = ""
+    evidence: list[str] = field(default_factory=list)
+    responsibility: str = ""
+    finalized: bool = False          # False when the step limit (or an error) forced a best-effort answer
+    steps: int = 0
+    invalid_steps: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+    backend: str = ""
+    model: str = ""
+    mode: str = "react"
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,29 @@
+"""Exceptions that carry a message for the user (CLI) or for the model (controller)."""
+from __future__ import annotations
+
+
+class BadInput(Exception):
+    """Bad input from the user: the CLI prints the message on one line and exits with 2."""
+
+
+class UnknownEntity(BadInput):
+    def __init__(self, name: str, suggestions: list[str]):
+        self.name, self.suggestions = name, suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown entity '{name}'{hint}")
+
+
+class AgentMessage(Exception):
+    """Control flow inside the agent loop: the message is appended to the conversation."""
+
+
+class FormatError(AgentMessage):
+    """The model's output was not a valid action."""
+
+
+class ToolError(AgentMessage):
+    """A tool refused its arguments (unknown entity, bad parameter)."""
+
+
+class BackendError(Exception):
+    """A model backend failed (server down, model missing)."""

@@ -1,0 +1,126 @@
+"""Importers: turn public RCA benchmark data into jobs (DEST/jobs/<id>/) and labels (DEST/labels/<id>.yaml).
+
+Shared helpers live here: extracting an archive into the cache, opaque job ids, writing a job folder
+and its label. Each source has its own module (nezha, rcd, petshop) exposing `import_source(src, dest)`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import yaml
+
+from rcagent.config import cache_dir
+from rcagent.errors import BadInput
+from rcagent.job import SCHEMAS
+
+
+@dataclass
+class ImportReport:
+    source: str
+    jobs: list[str] = field(default_factory=list)
+    lacking: dict[str, list[str]] = field(default_factory=dict)  # job id -> tables it lacks
+    systems: dict[str, int] = field(default_factory=dict)
+
+    def add(self, job_id: str, system: str, rows: dict[str, int]) -> None:
+        self.jobs.append(job_id)
+        self.systems[system] = self.systems.get(system, 0) + 1
+        empty = [t for t in SCHEMAS if not rows.get(t)]
+        if empty:
+            self.lacking[job_id] = empty
+
+
+def extracted(src: str | Path) -> Path:
+    """The folder holding the source's data: SRC itself, or SRC's archive extracted into the cache."""
+    src = Path(src).expanduser()
+    if src.is_dir():
+        return src
+    if not src.is_file():
+        raise BadInput(f"source not found: {src}")
+    digest = hashlib.sha1(f"{src.resolve()}:{src.stat().st_size}:{src.stat().st_mtime_ns}".encode()).hexdigest()[:10]
+    target = cache_dir() / "data" / f"{src.name.split('.')[0]}-{digest}"
+    if (target / ".complete").exists():
+        return target
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    try:
+        with tarfile.open(src) as tar:
+            tar.extractall(target, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise BadInput(f"{src}: cannot extract ({exc})") from None
+    (target / ".complete").write_text("ok\n")
+    return target
+
+
+def find_dir(root: Path, name: str) -> Path:
+    """The folder called `name` at or below root (archives nest their data one level down)."""
+    if root.name == name:
+        return root
+    for candidate in [root / name, *sorted(root.glob(f"*/{name}"))]:
+        if candidate.is_dir():
+            return candidate
+    raise BadInput(f"{root}: no '{name}' folder found (is this the right archive?)")
+
+
+def opaque_id(prefix: str, source: str, case_id: str) -> str:
+    """A job id that says which system it is but never what the answer is."""
+    return f"{prefix}-{hashlib.sha1(f'{source}:{case_id}'.encode()).hexdigest()[:8]}"
+
+
+def iso(ts: dt.datetime) -> str:
+    return ts.replace(microsecond=0).isoformat() + "Z"
+
+
+def floor_minute(ts: dt.datetime) -> dt.datetime:
+    return ts.replace(second=0, microsecond=0)
+
+
+def write_job(con: duckdb.DuckDBPyConnection, dest: Path, job_id: str, meta: dict,
+              tables: dict[str, str]) -> dict[str, int]:
+    """Write DEST/jobs/<id>/job.yaml and one Parquet file per non-empty table (given as SQL)."""
+    folder = dest / "jobs" / job_id
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    rows: dict[str, int] = {}
+    for table, sql in tables.items():
+        cols = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SCHEMAS[table].items())
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _out AS SELECT {cols} FROM ({sql})")
+        n = con.execute("SELECT count(*) FROM _out").fetchone()[0]
+        rows[table] = n
+        if n:
+            order = {"metrics": "entity, metric, timestamp", "logs": "timestamp", "traces": "start",
+                     "events": "timestamp"}.get(table)
+            order_sql = f" ORDER BY {order}" if order else ""
+            con.execute(f"COPY (SELECT * FROM _out{order_sql}) TO '{folder / (table + '.parquet')}' "
+                        "(FORMAT parquet, COMPRESSION zstd)")
+    (folder / "job.yaml").write_text(yaml.safe_dump({"id": job_id, **meta}, sort_keys=False, width=110))
+    return rows
+
+
+def write_label(dest: Path, job_id: str, label: dict) -> None:
+    folder = dest / "labels"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{job_id}.yaml").write_text(yaml.safe_dump({"job": job_id, **label}, sort_keys=False, width=110))
+
+
+IMPORTERS = ("nezha", "rcd", "petshop")
+
+
+def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> ImportReport:
+    if kind == "nezha":
+        from rcagent.importers.nezha import import_source
+    elif kind == "rcd":
+        from rcagent.importers.rcd import import_source
+    elif kind == "petshop":
+        from rcagent.importers.petshop import import_source
+    else:
+        raise BadInput(f"unknown importer '{kind}' (choose from {', '.join(IMPORTERS)})")
+    return import_source(extracted(src), Path(dest).expanduser(), progress=progress)

@@ -1,0 +1,97 @@
+"""RCD SockShop -> jobs.
+
+Each case folder `<service>-<cpu|mem>/<run>/` holds `normal.csv` (a separate normal period, the baseline)
+and `anomalous.csv` (the fault period, the flagged window), one row a second, columns `<svc>_<metric>`.
+The folder name is the answer, so job ids are opaque. The data shows no calls: relations stay empty.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+
+from rcagent.importers import ImportReport, find_dir, iso, opaque_id, write_job, write_label
+
+METRICS = ("cpu", "mem", "lod", "lat_50", "lat_90", "lat_99")
+REFERENCE = {
+    "cpu": ("A CPU hog injected into service {svc} saturated its CPU and slowed its requests.",
+            "Stop the CPU-hungry process in {svc}, then raise its CPU limit or scale it out."),
+    "mem": ("A memory hog injected into service {svc} exhausted its memory and degraded its requests.",
+            "Stop the memory-hungry process in {svc} (or restart it), then raise its memory limit."),
+}
+
+
+def _split(column: str) -> tuple[str, str] | None:
+    for metric in sorted(METRICS, key=len, reverse=True):
+        if column.endswith("_" + metric):
+            return column[: -len(metric) - 1], metric
+    return None
+
+
+def _kind(name: str) -> str:
+    if name.endswith("-db"):
+        return "database"
+    if name in ("rabbitmq",):
+        return "queue"
+    return "service"
+
+
+def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
+    data = find_dir(root, "sock-shop-data")
+    report = ImportReport("rcd")
+    cases = sorted(p for p in data.glob("*/*") if (p / "anomalous.csv").is_file())
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    for i, case in enumerate(cases):
+        svc, fault = case.parent.name.rsplit("-", 1)
+        case_id = f"{case.parent.name}/{case.name}"
+        job_id = opaque_id("ss", "rcd", case_id)
+        periods = {}
+        for part in ("normal", "anomalous"):
+            f = case / f"{part}.csv"
+            if not f.is_file():
+                continue
+            con.execute(f"CREATE OR REPLACE TEMP TABLE w_{part} AS SELECT * FROM read_csv('{f}', header=true, all_varchar=true)")
+            cols = [r[0] for r in con.execute(f"DESCRIBE w_{part}").fetchall() if r[0] != "time"]
+            con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE m_{part} AS
+                SELECT make_timestamp(CAST(CAST("time" AS DOUBLE) * 1e6 AS BIGINT)) AS timestamp,
+                       col, TRY_CAST(value AS DOUBLE) AS value
+                FROM (UNPIVOT w_{part} ON {", ".join(f'"{c}"' for c in cols)} INTO NAME col VALUE value)
+                WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
+            lo, hi = con.execute(f"SELECT min(timestamp), max(timestamp) FROM m_{part}").fetchone()
+            periods[part] = (lo, hi + dt.timedelta(seconds=1))
+        names = sorted({s for c in con.execute("SELECT DISTINCT col FROM m_anomalous").fetchall()
+                        if (s := _split(c[0])) for s in [s[0]]})
+        mapping = [(c, *_split(c)) for (c,) in con.execute(
+            "SELECT DISTINCT col FROM m_anomalous UNION SELECT DISTINCT col FROM m_normal").fetchall() if _split(c)]
+        con.execute("CREATE OR REPLACE TEMP TABLE colmap AS SELECT * FROM (VALUES ('', '', '')) v(col, entity, metric) WHERE false")
+        con.executemany("INSERT INTO colmap VALUES (?, ?, ?)", mapping)
+        con.execute("CREATE OR REPLACE TEMP TABLE ents AS SELECT * FROM (VALUES ('', '', '', '')) v(id, kind, service, node) WHERE false")
+        con.executemany("INSERT INTO ents VALUES (?, ?, ?, NULL)", [(n, _kind(n), n) for n in names])
+        start, end = periods["anomalous"]
+        meta = {
+            "system": "SockShop", "source": "rcd",
+            "alert": (f"SockShop performance alert between {start:%Y-%m-%d %H:%M:%S} and {end:%H:%M:%S} UTC: "
+                      "request latency and resource usage departed from normal; per-second container "
+                      "metrics (cpu, mem, load, latency) are attached."),
+            "window": {"start": iso(start), "end": iso(end)},
+            "baseline": [{"start": iso(periods["normal"][0]), "end": iso(periods["normal"][1]),
+                          "tables": ["metrics"]}] if "normal" in periods else [],
+        }
+        rows = write_job(con, dest, job_id, meta, {
+            "entities": "SELECT * FROM ents",
+            "metrics": """SELECT timestamp, c.entity, c.metric, value FROM
+                          (SELECT * FROM m_normal UNION ALL SELECT * FROM m_anomalous) m JOIN colmap c USING (col)""",
+        })
+        text, fix = REFERENCE[fault]
+        write_label(dest, job_id, {
+            "case_id": case_id, "source": "rcd", "system": "SockShop",
+            "root_causes": [{"entity": svc, "level": "service", "service": svc}],
+            "fault_type": fault, "root_cause": text.format(svc=svc), "solution": fix.format(svc=svc),
+        })
+        report.add(job_id, "SockShop", rows)
+        if progress:
+            progress(job_id, i + 1, len(cases))
+    return report

@@ -1,0 +1,249 @@
+"""A job: one incident folder (job.yaml + telemetry tables), loaded as DuckDB views.
+
+Tables are registered as views over their files, never copied. A missing or empty table becomes an
+empty view with the right columns, so every tool can query every table.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import yaml
+from rapidfuzz import process, fuzz
+
+from rcagent.errors import BadInput, UnknownEntity
+
+# Column name -> DuckDB type, per table; the order is the order of the view.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "entities": {"id": "VARCHAR", "kind": "VARCHAR", "service": "VARCHAR", "node": "VARCHAR"},
+    "relations": {"src": "VARCHAR", "dst": "VARCHAR", "kind": "VARCHAR"},
+    "metrics": {"timestamp": "TIMESTAMP", "entity": "VARCHAR", "metric": "VARCHAR", "value": "DOUBLE"},
+    "traces": {
+        "trace_id": "VARCHAR", "span_id": "VARCHAR", "parent_id": "VARCHAR", "start": "TIMESTAMP",
+        "duration_ms": "DOUBLE", "service": "VARCHAR", "entity": "VARCHAR", "operation": "VARCHAR",
+        "status": "VARCHAR",
+    },
+    "logs": {"timestamp": "TIMESTAMP", "entity": "VARCHAR", "level": "VARCHAR", "message": "VARCHAR",
+             "trace_id": "VARCHAR"},
+    "events": {"timestamp": "TIMESTAMP", "entity": "VARCHAR", "reason": "VARCHAR", "message": "VARCHAR"},
+}
+TABLES = tuple(SCHEMAS)
+# Columns a file may omit (they read as NULL); every other column is required.
+OPTIONAL_COLUMNS = {"entities": {"service", "node"}, "traces": {"status", "parent_id", "service"},
+                    "logs": {"trace_id", "level"}, "events": {"reason"}}
+
+
+@dataclass(frozen=True)
+class Period:
+    start: dt.datetime
+    end: dt.datetime
+    tables: tuple[str, ...] = TABLES  # which tables this baseline period applies to
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: str
+    kind: str
+    service: str | None = None
+    node: str | None = None
+
+
+@dataclass
+class Job:
+    path: Path
+    id: str
+    system: str
+    alert: str
+    window: Period
+    baseline: list[Period]
+    con: duckdb.DuckDBPyConnection
+    rows: dict[str, int] = field(default_factory=dict)  # table -> row count (0 if missing)
+    files: dict[str, Path] = field(default_factory=dict)
+    entities: dict[str, Entity] = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
+
+    # ---- loading -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> "Job":
+        path = Path(path)
+        if not path.is_dir():
+            raise BadInput(f"job folder not found: {path}")
+        meta_file = path / "job.yaml"
+        if not meta_file.is_file():
+            raise BadInput(f"{meta_file}: missing (a job folder needs job.yaml)")
+        try:
+            meta = yaml.safe_load(meta_file.read_text())
+        except yaml.YAMLError as exc:
+            raise BadInput(f"{meta_file}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        if not isinstance(meta, dict):
+            raise BadInput(f"{meta_file}: expected a mapping with id, system, alert, window, baseline")
+        for key in ("id", "alert", "window"):
+            if key not in meta:
+                raise BadInput(f"{meta_file}: missing key '{key}'")
+        window = _period(meta["window"], meta_file, "window")
+        raw_base = meta.get("baseline") or []
+        if isinstance(raw_base, dict):
+            raw_base = [raw_base]
+        baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(raw_base)]
+        con = duckdb.connect(":memory:")
+        job = cls(path=path, id=str(meta["id"]), system=str(meta.get("system", "unknown")),
+                  alert=str(meta["alert"]), window=window, baseline=baseline, con=con)
+        for table in TABLES:
+            job._register(table, (meta.get("tables") or {}).get(table))
+        job.entities = {r[0]: Entity(*r) for r in con.execute(
+            "SELECT id, coalesce(kind, 'unknown'), service, node FROM entities WHERE id IS NOT NULL").fetchall()}
+        if not job.entities:  # fall back to whatever names the telemetry carries
+            for (name,) in con.execute(
+                    "SELECT DISTINCT entity FROM metrics UNION SELECT DISTINCT entity FROM logs "
+                    "UNION SELECT DISTINCT entity FROM traces").fetchall():
+                if name:
+                    job.entities[name] = Entity(name, "unknown")
+        return job
+
+    def _register(self, table: str, declared: str | None) -> None:
+        schema = SCHEMAS[table]
+        candidates = [declared] if declared else [f"{table}.parquet", f"{table}.csv"]
+        file = next((self.path / c for c in candidates if (self.path / c).is_file()), None)
+        if file is None:
+            if declared:
+                raise BadInput(f"{self.path / declared}: listed in job.yaml but missing")
+            cols = ", ".join(f"NULL::{t} AS {c}" for c, t in schema.items())
+            self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} WHERE false")
+            self.rows[table] = 0
+            return
+        lit = str(file).replace("'", "''")
+        if file.suffix == ".parquet":
+            source = f"read_parquet('{lit}')"
+        elif file.suffix == ".csv":
+            source = f"read_csv('{lit}', header=true, all_varchar=true)"
+        else:
+            raise BadInput(f"{file}: unsupported table format (use .parquet or .csv)")
+        try:
+            present = {r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        except duckdb.Error as exc:
+            raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
+        missing = [c for c in schema if c not in present and c not in OPTIONAL_COLUMNS.get(table, ())]
+        if missing:
+            raise BadInput(f"{file}: missing column(s) {', '.join(missing)} for table '{table}'")
+        cols = ", ".join(
+            (f"TRY_CAST(\"{c}\" AS {t}) AS {c}" if c in present else f"NULL::{t} AS {c}")
+            for c, t in schema.items())
+        self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
+        # Validate: count rows and rows whose typed columns failed to parse.
+        checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND {c}_t IS NULL)'
+                  for c, t in schema.items() if c in present and t != "VARCHAR"]
+        typed = ", ".join(f'TRY_CAST("{c}" AS {t}) AS {c}_t, "{c}"'
+                          for c, t in schema.items() if c in present and t != "VARCHAR")
+        try:
+            if checks:
+                n, *bad = self.con.execute(
+                    f"SELECT count(*), {', '.join(checks)} FROM (SELECT {typed} FROM {source})").fetchone()
+            else:
+                n, bad = self.con.execute(f"SELECT count(*) FROM {source}").fetchone()[0], []
+        except duckdb.Error as exc:
+            raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
+        typed_cols = [c for c, t in schema.items() if c in present and t != "VARCHAR"]
+        for col, count in zip(typed_cols, bad):
+            if count:
+                raise BadInput(f"{file}: {count} row(s) with an unparseable '{col}' "
+                               f"(expected {schema[col].lower()})")
+        self.rows[table] = int(n)
+        self.files[table] = file
+
+    # ---- queries -------------------------------------------------------------------------------
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def in_window(self, column: str = "timestamp") -> str:
+        """SQL condition: the column falls inside the flagged window."""
+        return f"({column} >= TIMESTAMP '{self.window.start}' AND {column} < TIMESTAMP '{self.window.end}')"
+
+    def in_baseline(self, table: str, column: str = "timestamp") -> str:
+        """SQL condition: the column falls inside a baseline period that applies to this table."""
+        parts = [f"({column} >= TIMESTAMP '{p.start}' AND {column} < TIMESTAMP '{p.end}')"
+                 for p in self.baseline if table in p.tables]
+        return "(" + " OR ".join(parts) + ")" if parts else "false"
+
+    def baseline_seconds(self, table: str) -> float:
+        return sum(p.seconds for p in self.baseline if table in p.tables)
+
+    # ---- entities ------------------------------------------------------------------------------
+    def resolve(self, name: str) -> Entity:
+        """An inventory entity by exact, case-insensitive, unique-prefix or fuzzy match."""
+        name = (name or "").strip()
+        if name in self.entities:
+            return self.entities[name]
+        lower = {k.lower(): k for k in self.entities}
+        if name.lower() in lower:
+            return self.entities[lower[name.lower()]]
+        starts = [k for k in self.entities if k.lower().startswith(name.lower())] if len(name) >= 3 else []
+        services = [k for k in starts if self.entities[k].kind == "service"]
+        if len(starts) == 1 or len(services) == 1:
+            return self.entities[(services or starts)[0]]
+        raise UnknownEntity(name, self.nearest(name))
+
+    def nearest(self, name: str, limit: int = 3) -> list[str]:
+        if not self.entities:
+            return []
+        return [m[0] for m in process.extract(name, list(self.entities), scorer=fuzz.WRatio, limit=limit)]
+
+    def members(self, entity: Entity) -> list[str]:
+        """Names whose telemetry belongs to this entity: a service includes its pods, a node its pods."""
+        names = [entity.id]
+        if entity.kind == "service":
+            names += [e.id for e in self.entities.values() if e.service == entity.id and e.id != entity.id]
+        elif entity.kind == "node":
+            names += [e.id for e in self.entities.values() if e.node == entity.id and e.id != entity.id]
+        return names
+
+    def summary(self) -> str:
+        kinds: dict[str, int] = {}
+        for e in self.entities.values():
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        inv = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items()))
+        tables = ", ".join(f"{t} {self.rows[t]}" for t in TABLES if self.rows.get(t))
+        missing = [t for t in TABLES if not self.rows.get(t)]
+        text = (f"System: {self.system}\nFlagged window: {self.window.start} to {self.window.end} UTC\n"
+                f"Baseline: " + "; ".join(f"{p.start} to {p.end} ({', '.join(p.tables)})" for p in self.baseline)
+                + f"\nInventory: {inv}\nRows: {tables}")
+        if missing:
+            text += f"\nNo data for: {', '.join(missing)}"
+        return text
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:200]
+
+
+def parse_time(value, where: str) -> dt.datetime:
+    """A UTC timestamp (naive datetime in UTC) from a YAML value."""
+    if isinstance(value, dt.datetime):
+        ts = value
+    else:
+        try:
+            ts = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInput(f"{where}: '{value}' is not an ISO timestamp") from None
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return ts
+
+
+def _period(raw, file: Path, where: str) -> Period:
+    if not isinstance(raw, dict) or "start" not in raw or "end" not in raw:
+        raise BadInput(f"{file}: '{where}' needs start and end")
+    start = parse_time(raw["start"], f"{file}: {where}.start")
+    end = parse_time(raw["end"], f"{file}: {where}.end")
+    if end <= start:
+        raise BadInput(f"{file}: '{where}' ends before it starts")
+    tables = tuple(raw.get("tables") or TABLES)
+    unknown = [t for t in tables if t not in SCHEMAS]
+    if unknown:
+        raise BadInput(f"{file}: '{where}' names unknown table(s) {', '.join(unknown)}")
+    return Period(start, end, tables)

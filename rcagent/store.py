@@ -1,0 +1,118 @@
+"""The SQLite store (sqlite-utils): runs, steps, OBSK snapshots and the model-call cache, with migrations.
+
+Every step is written as soon as it happens, so an interrupted run stays in the store (status
+'interrupted') and `rcagent show` can replay any run.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from pathlib import Path
+
+import sqlite_utils
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _m001_initial(db: sqlite_utils.Database) -> None:
+    db["runs"].create({
+        "id": str, "job": str, "job_path": str, "backend": str, "model": str, "mode": str,
+        "status": str, "started": str, "ended": str, "settings": str, "diagnosis": str,
+    }, pk="id")
+    db["steps"].create({
+        "run_id": str, "step": int, "thought": str, "action": str, "arguments": str, "observation": str,
+        "snapshot": str, "raw": str, "valid": int, "error": str, "prompt_tokens": int,
+        "completion_tokens": int, "model_ms": float, "tool_ms": float, "created": str,
+    }, pk=("run_id", "step"), foreign_keys=[("run_id", "runs", "id")])
+    db["snapshots"].create({
+        "key": str, "run_id": str, "step": int, "tool": str, "text": str, "chars": int, "created": str,
+    }, pk="key")
+    db["snapshots"].create_index(["run_id"])
+    db["llm_cache"].create({
+        "key": str, "backend": str, "model": str, "request": str, "response": str, "created": str,
+    }, pk="key")
+
+
+MIGRATIONS = [("001_initial", _m001_initial)]
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    if "_migrations" not in db.table_names():
+        db["_migrations"].create({"name": str, "applied": str}, pk="name")
+    done = {r["name"] for r in db["_migrations"].rows}
+    for name, fn in MIGRATIONS:
+        if name not in done:
+            fn(db)
+            db["_migrations"].insert({"name": name, "applied": _now()})
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite_utils.Database(path)
+        self.db.conn.execute("PRAGMA journal_mode=WAL")
+        migrate(self.db)
+
+    # ---- runs and steps --------------------------------------------------------------------------
+    def start_run(self, job: str, job_path: str, backend: str, model: str, settings: dict,
+                  mode: str = "react") -> str:
+        run_id = uuid.uuid4().hex[:12]
+        self.db["runs"].insert({"id": run_id, "job": job, "job_path": job_path, "backend": backend,
+                                "model": model, "mode": mode, "status": "running", "started": _now(),
+                                "settings": json.dumps(settings, default=str)})
+        return run_id
+
+    def end_run(self, run_id: str, status: str, diagnosis: dict | None = None) -> None:
+        self.db["runs"].update(run_id, {"status": status, "ended": _now(),
+                                        "diagnosis": json.dumps(diagnosis) if diagnosis else None})
+
+    def add_step(self, run_id: str, step: int, **fields) -> None:
+        if "arguments" in fields and not isinstance(fields["arguments"], str):
+            fields["arguments"] = json.dumps(fields["arguments"])
+        self.db["steps"].insert({"run_id": run_id, "step": step, "created": _now(), **fields}, replace=True)
+
+    def run(self, run_id: str) -> dict | None:
+        rows = list(self.db["runs"].rows_where("id = ? OR id LIKE ?", [run_id, run_id + "%"], limit=2))
+        return rows[0] if len(rows) == 1 else None
+
+    def steps(self, run_id: str) -> list[dict]:
+        return list(self.db["steps"].rows_where("run_id = ?", [run_id], order_by="step"))
+
+    def runs(self, limit: int = 20) -> list[dict]:
+        return list(self.db["runs"].rows_where(order_by="started desc", limit=limit))
+
+    # ---- OBSK snapshots -----------------------------------------------------------------------------
+    def put_snapshot(self, run_id: str, step: int, tool: str, text: str) -> str:
+        n = self.db.execute("SELECT count(*) FROM snapshots WHERE run_id = ?", [run_id]).fetchone()[0]
+        key = f"S{n + 1}-{run_id[:6]}"
+        self.db["snapshots"].insert({"key": key, "run_id": run_id, "step": step, "tool": tool, "text": text,
+                                     "chars": len(text), "created": _now()}, replace=True)
+        return key
+
+    def snapshot(self, key: str) -> str | None:
+        row = self.db.execute("SELECT text FROM snapshots WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def snapshot_keys(self, run_id: str) -> list[dict]:
+        return list(self.db["snapshots"].rows_where("run_id = ?", [run_id], order_by="rowid",
+                                                    select="key, step, tool, chars"))
+
+    # ---- model-call cache -----------------------------------------------------------------------------
+    @staticmethod
+    def request_key(request: dict) -> str:
+        return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+    def cached(self, request: dict) -> list[dict] | None:
+        row = self.db.execute("SELECT response FROM llm_cache WHERE key = ?", [self.request_key(request)]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache(self, request: dict, response: list[dict]) -> None:
+        self.db["llm_cache"].insert({"key": self.request_key(request), "backend": request.get("backend"),
+                                     "model": request.get("model"), "request": json.dumps(request, default=str),
+                                     "response": json.dumps(response), "created": _now()}, replace=True)

@@ -1,0 +1,48 @@
+"""Model backends behind one protocol: local (llama.cpp in process), openai (vLLM or any
+OpenAI-compatible server on loopback), transformers (a local Hugging Face folder), scripted (tests).
+
+Backends are registered by name; `make_backend(settings)` builds the one the settings name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from rcagent.errors import BadInput
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+
+
+class Backend(Protocol):
+    name: str
+    model: str
+
+    def complete(self, messages: list[dict], *, schema: dict | None = None, n: int = 1,
+                 temperature: float = 0.0, max_tokens: int = 384) -> list[Completion]:
+        """n completions of a chat; output constrained to the JSON schema where the backend can."""
+        ...
+
+
+BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: str):
+    def wrap(factory):
+        BACKENDS[name] = factory
+        return factory
+    return wrap
+
+
+def make_backend(settings, **kwargs) -> Backend:
+    # Importing the modules registers them; heavy imports happen inside each backend.
+    from rcagent.serving import local, openai, transformers, scripted  # noqa: F401
+    if settings.backend not in BACKENDS:
+        raise BadInput(f"unknown backend '{settings.backend}' (choose from {', '.join(sorted(BACKENDS))})")
+    return BACKENDS[settings.backend](settings, **kwargs)

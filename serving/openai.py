@@ -1,0 +1,93 @@
+"""OpenAI-compatible backend: vLLM on a GPU workstation, llama.cpp's server, Ollama.
+
+The action schema goes out as structured output: `json_schema` (OpenAI standard, vLLM); a server that
+rejects it (llama-cpp-python's server wants `json_object` with a `schema`) is retried once with that form,
+which is then remembered. Non-loopback URLs are refused unless remote hosts are allowed explicitly.
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from urllib.parse import urlparse
+
+import httpx
+
+from rcagent.errors import BadInput, BackendError
+from rcagent.serving import Completion, register_backend
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:  # a name: every address it resolves to must be loopback
+            infos = socket.getaddrinfo(host, None)
+        except OSError:
+            return False
+        return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str = "none", allow_remote: bool = False,
+                 timeout: float = 600.0, seed: int = 0):
+        if not urlparse(base_url).scheme.startswith("http"):
+            raise BadInput(f"--base-url must be an http(s) URL, got '{base_url}'")
+        if not allow_remote and not is_loopback(base_url):
+            raise BadInput(f"refusing to send telemetry to non-loopback host in {base_url}; "
+                           "pass --allow-remote (or allow_remote = true) if this server is yours")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.seed = seed
+        self.format = "json_schema"
+        self.client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {api_key}"},
+                                   trust_env=False)  # never route through a proxy from the environment
+
+    def _response_format(self, schema: dict) -> dict:
+        if self.format == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "action", "schema": schema, "strict": True}}
+        return {"type": "json_object", "schema": schema}
+
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+        out = []
+        for i in range(n):
+            body = {"model": self.model, "messages": messages, "temperature": temperature,
+                    "max_tokens": max_tokens, "seed": self.seed + i}
+            start = time.perf_counter()
+            resp = self._post(body, schema)
+            try:
+                data = resp.json()
+                text = data["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError):
+                raise BackendError(f"{self.base_url}: unexpected answer {resp.text[:200]!r}") from None
+            usage = data.get("usage") or {}
+            out.append(Completion(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                                  (time.perf_counter() - start) * 1000))
+        return out
+
+    def _post(self, body: dict, schema: dict | None) -> httpx.Response:
+        for attempt in range(2):
+            if schema:
+                body["response_format"] = self._response_format(schema)
+            try:
+                resp = self.client.post(f"{self.base_url}/chat/completions", json=body)
+            except httpx.HTTPError as exc:
+                raise BackendError(f"cannot reach {self.base_url}: {exc}") from None
+            if resp.status_code in (400, 422) and schema and self.format == "json_schema" and attempt == 0:
+                self.format = "json_object"  # llama-cpp-python's server form
+                continue
+            if resp.status_code >= 400:
+                raise BackendError(f"{self.base_url}: HTTP {resp.status_code}: {resp.text[:200]}")
+            return resp
+        raise BackendError(f"{self.base_url}: the server rejected both structured-output forms")
+
+
+@register_backend("openai")
+def _factory(settings, **_):
+    return OpenAIBackend(settings.base_url, settings.model, settings.api_key, settings.allow_remote,
+                         settings.request_timeout, settings.seed)

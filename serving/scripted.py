@@ -1,0 +1,38 @@
+"""Scripted backend: replays queued responses in order, for tests (like simonw/llm's mock model)."""
+from __future__ import annotations
+
+import time
+
+from rcagent.errors import BackendError
+from rcagent.serving import Completion, register_backend
+
+
+class ScriptedBackend:
+    name = "scripted"
+
+    def __init__(self, responses: list[str] | None = None, delay: float = 0.0, model: str = "scripted"):
+        self.queue = list(responses or [])
+        self.delay = delay
+        self.model = model
+        self.calls: list[dict] = []  # every request, for assertions
+
+    def add(self, *responses: str) -> None:
+        self.queue.extend(responses)
+
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+        self.calls.append({"messages": messages, "schema": schema, "n": n})
+        out = []
+        for _ in range(n):
+            if not self.queue:
+                raise BackendError("scripted backend: no responses left in the queue")
+            if self.delay:
+                time.sleep(self.delay)
+            text = self.queue.pop(0)
+            out.append(Completion(text, prompt_tokens=sum(len(m["content"]) for m in messages) // 4,
+                                  completion_tokens=len(text) // 4, latency_ms=self.delay * 1000))
+        return out
+
+
+@register_backend("scripted")
+def _factory(settings, responses=None, **_):
+    return ScriptedBackend(responses)

@@ -1,0 +1,99 @@
+"""Helpers shared by the tools: window-against-baseline statistics and compact text tables."""
+from __future__ import annotations
+
+import math
+import re
+
+from rcagent.job import Job
+
+ERROR_LEVELS = ("WARN", "WARNING", "ERROR", "FATAL", "SEVERE", "CRITICAL")
+ERROR_WORDS = r"(?i)(exception|error|fail|timeout|timed out|refused|denied|unavailable|panic|traceback|reset by peer)"
+
+
+def sql_list(names: list[str]) -> str:
+    return "(" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + ")"
+
+
+def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> list[dict]:
+    """Per (entity, metric): baseline mean/sd, window mean/min/max and a signed deviation score."""
+    where = f"entity IN {sql_list(entities)}"
+    if metric:
+        where += " AND metric ILIKE ?"
+    rows = job.query(f"""
+        SELECT entity, metric,
+               avg(value) FILTER (WHERE {job.in_baseline('metrics')}) AS b_mean,
+               stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}) AS b_sd,
+               count(value) FILTER (WHERE {job.in_baseline('metrics')}) AS b_n,
+               avg(value) FILTER (WHERE {job.in_window()}) AS w_mean,
+               min(value) FILTER (WHERE {job.in_window()}) AS w_min,
+               max(value) FILTER (WHERE {job.in_window()}) AS w_max,
+               count(value) FILTER (WHERE {job.in_window()}) AS w_n
+        FROM metrics WHERE {where} GROUP BY entity, metric""", [f"%{metric}%"] if metric else [])
+    out = []
+    for entity, name, b_mean, b_sd, b_n, w_mean, w_min, w_max, w_n in rows:
+        out.append({"entity": entity, "metric": name, "b_mean": b_mean, "b_sd": b_sd, "b_n": b_n,
+                    "w_mean": w_mean, "w_min": w_min, "w_max": w_max, "w_n": w_n,
+                    "score": deviation(b_mean, b_sd, w_min, w_max)})
+    out.sort(key=lambda r: -abs(r["score"]))
+    return out
+
+
+def deviation(b_mean, b_sd, w_min, w_max) -> float:
+    """Signed deviation of the window's most extreme value from the baseline, in floored sigmas.
+
+    The floor (10% of the baseline mean, and a small absolute amount) keeps flat baselines from turning
+    noise into huge scores. A metric seen only in the window (no baseline) scores 0: nothing to compare.
+    """
+    if b_mean is None or w_min is None or w_max is None:
+        return 0.0
+    sd = max(b_sd or 0.0, 0.1 * abs(b_mean), 1e-3)
+    up, down = (w_max - b_mean) / sd, (w_min - b_mean) / sd
+    score = up if abs(up) >= abs(down) else down
+    return max(-999.0, min(999.0, score))
+
+
+def fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, int) or float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    ax = abs(x)
+    if ax >= 1e5:
+        return f"{x:.3g}"
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    return f"{x:.{digits}g}"
+
+
+def arrow(score: float) -> str:
+    return "UP" if score > 0 else "DOWN" if score < 0 else "="
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+_MASKS = [
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
+    (re.compile(r"\b[0-9a-f]{16,}\b", re.I), "<hex>"),
+    (re.compile(r"\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"), "<ip>"),
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?Z?"), "<time>"),
+    (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "<time>"),
+    (re.compile(r"(?<![#\w])-?\d+(\.\d+)?\b"), "<n>"),
+]
+
+
+def template(message: str) -> str:
+    """A log line with its variable parts masked, so repeats fold together."""
+    text = message.strip()
+    for pattern, repl in _MASKS:
+        text = pattern.sub(repl, text)
+    return re.sub(r"\s+", " ", text)[:240]
+
+
+def short(name: str, width: int = 44) -> str:
+    return name if len(name) <= width else name[: width - 1] + "~"

@@ -1,0 +1,118 @@
+"""overview(kind?): every entity ranked by how far its telemetry moved, rises and drops alike.
+
+Signals, each turned into a comparable score: metric deviation (floored sigmas, log-compressed),
+incoming request rate (log ratio, so a service that stops receiving calls ranks high), callee latency
+p95, cross-span gap, and the rate of warning/error-like log lines. A service scores at least as high
+as its most anomalous pod.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from rcagent.job import Job
+from rcagent.tools import Param, register
+from rcagent.tools.calls import ERR, edges
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, sql_list, table
+
+LIMIT = 15
+
+
+def _log_ratio(w: float, b: float) -> float:
+    return 10 * abs(math.log2((max(w, 0.0) + 1) / (max(b, 0.0) + 1)))
+
+
+def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
+    """entity -> [(score, reason)], best first. Cached on the job."""
+    if "overview" in job.cache:
+        return job.cache["overview"]
+    found: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    if job.rows.get("metrics"):
+        for entity, metric, b_mean, b_sd, w_min, w_max in job.query(f"""
+                SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                       stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                       min(value) FILTER (WHERE {job.in_window()}), max(value) FILTER (WHERE {job.in_window()})
+                FROM metrics GROUP BY ALL"""):
+            z = deviation(b_mean, b_sd, w_min, w_max)
+            if abs(z) >= 3:
+                found[entity].append((6 * math.log2(1 + abs(z) / 3),
+                                      f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd"))
+    b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
+    if job.rows.get("traces") and b_min:
+        edges(job)
+        win, base = job.in_window("start"), job.in_baseline("traces", "start")
+        for level in ("callee", "callee_pod"):
+            for name, b, w, err, b95, w95, bgap, wgap in job.query(f"""
+                    SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
+                           count(*) FILTER (WHERE {win} AND {ERR}),
+                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
+                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
+                           median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
+                    FROM edges WHERE {level} IS NOT NULL GROUP BY 1"""):
+                b_rate, w_rate = b / b_min, w / w_min
+                if b_rate >= 1 or w_rate >= 1:
+                    s = _log_ratio(w_rate, b_rate)
+                    if s >= 5:
+                        found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min"))
+                if b95 is not None and w95 is not None:
+                    s = _log_ratio(w95, b95)
+                    if s >= 5:
+                        found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms"))
+                if bgap is not None and wgap is not None:
+                    s = _log_ratio(wgap, bgap)
+                    if s >= 5:
+                        found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms"))
+                if err:
+                    found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans"))
+    lb_min = job.baseline_seconds("logs") / 60
+    if job.rows.get("logs"):
+        for entity, b, w in job.query(f"""
+                SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
+                FROM logs WHERE upper(level) IN {sql_list(list(ERROR_LEVELS))} OR regexp_matches(message, ?)
+                GROUP BY 1""", [ERROR_WORDS]):
+            b_rate = b / lb_min if lb_min else 0.0
+            w_rate = w / w_min
+            if w_rate > b_rate:
+                s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
+                if s >= 5:
+                    found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min"))
+    for entity in list(found):  # services inherit their pods' signals; nodes are kept separate
+        found[entity].sort(reverse=True)
+        ent = job.entities.get(entity)
+        if ent and ent.kind == "pod" and ent.service and ent.service != entity:
+            found[ent.service].extend((s, f"{r} ({entity})") for s, r in found[entity][:3])
+    for entity in found:
+        found[entity].sort(reverse=True)
+    job.cache["overview"] = dict(found)
+    return job.cache["overview"]
+
+
+def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[str]]]:
+    """[(entity, score, reasons)] of inventory entities, most anomalous first."""
+    out = []
+    for entity, sigs in scores(job).items():
+        ent = job.entities.get(entity)
+        if ent is None or (kind and ent.kind != kind):
+            continue
+        # Several independent signals make an entity more suspicious than one strong one.
+        score = sigs[0][0] + 0.25 * sum(s for s, _ in sigs[1:4])
+        out.append((entity, round(score, 1), [r for _, r in sigs[:3]]))
+    out.sort(key=lambda r: -r[1])
+    return out
+
+
+@register("overview", "All entities ranked by how far their telemetry moved from the baseline "
+          "(metrics, request rates including calls that stopped, latency, cross-span gap, error logs)",
+          Param("kind", "only this kind of entity", required=False,
+                choices=("service", "pod", "node", "database", "function", "entry")))
+def overview(job: Job, kind: str | None = None) -> str:
+    ranked = ranking(job, kind)
+    if not ranked:
+        return "No entity moved noticeably from its baseline."
+    rows = [[i + 1, e, job.entities[e].kind, f"{s:.0f}", "; ".join(r)] for i, (e, s, r) in enumerate(ranked[:LIMIT])]
+    text = "Entities ranked by anomaly score (higher = moved more from baseline):\n" + table(
+        ["#", "entity", "kind", "score", "top signals"], rows)
+    quiet = len(job.entities) - len(ranked)
+    if quiet > 0 and not kind:
+        text += f"\n{quiet} other entities show no notable change."
+    return text
