@@ -34,6 +34,8 @@ def model_options(fn):
                      help="Allow a non-loopback --base-url (telemetry leaves the machine)."),
         click.option("--max-steps", type=click.IntRange(1, 200), help="Step limit (default 15)."),
         click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots."),
+        click.option("--script", type=click.Path(dir_okay=False),
+                     help="Scripted backend: JSON file with the list of model responses to replay."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -79,7 +81,7 @@ def import_cmd(kind, src, dest, fmt):
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the diagnosis as JSON to this file.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @output_format
-def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, store, out, quiet, fmt):
+def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, store, script, out, quiet, fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
     from rcagent.controller import Controller
     from rcagent.job import Job
@@ -88,7 +90,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     from rcagent.store import Store
 
     settings = load_settings(config, backend=backend, model=model, base_url=base_url,
-                             allow_remote=allow_remote, max_steps=max_steps, store=store)
+                             allow_remote=allow_remote, max_steps=max_steps, store=store, script=script)
     if backend and not model and backend != "local":
         settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
     job = Job.load(job_dir)
@@ -119,7 +121,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
 @click.argument("run_id")
 @click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
 @click.option("--snapshots", is_flag=True, help="List the run's snapshot keys instead of its steps.")
-@click.option("--snapshot", "key", help="Print one stored observation in full.")
+@click.option("--snapshot", "key", help="Print one stored observation of the run in full (e.g. S2).")
 @output_format
 def show(run_id, store, snapshots, key, fmt):
     """Replay a stored run step by step (RUN_ID may be a unique prefix)."""
@@ -127,15 +129,15 @@ def show(run_id, store, snapshots, key, fmt):
     from rcagent.store import Store
 
     db = Store(load_settings(None, store=store).store_path())
-    if key:
-        text = db.snapshot(key)
-        if text is None:
-            raise BadInput(f"no snapshot '{key}'")
-        click.echo(text)
-        return
     run = db.run(run_id)
     if run is None:
         raise BadInput(f"no run '{run_id}' in {db.db.conn.execute('PRAGMA database_list').fetchone()[2]}")
+    if key:
+        text = db.snapshot(run["id"], key)
+        if text is None:
+            raise BadInput(f"run {run['id']} has no snapshot '{key}' (see --snapshots)")
+        click.echo(text)
+        return
     if snapshots:
         keys = db.snapshot_keys(run["id"])
         if fmt == "json":

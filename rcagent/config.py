@@ -42,6 +42,7 @@ class Settings:
     head_chars: int = 700              # how much of a stored observation the prompt sees
     request_timeout: float = 600.0
     store: str = "~/.local/share/rcagent/rcagent.db"
+    script: str = ""                   # scripted backend: a JSON file holding the list of responses
 
     def store_path(self) -> Path:
         return Path(self.store).expanduser()

@@ -175,7 +175,7 @@ class Controller:
         return {k: v for k, v in action.arguments.items() if v not in (None, "")}
 
     def read_snapshot(self, key: str, page: int | str = 1) -> str:
-        text = self.store.snapshot(str(key).strip())
+        text = self.store.snapshot(self.run_id, str(key).strip())
         if text is None:
             keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
             raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(keys) or 'none yet'}.")

@@ -29,9 +29,8 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
         "completion_tokens": int, "model_ms": float, "tool_ms": float, "created": str,
     }, pk=("run_id", "step"), foreign_keys=[("run_id", "runs", "id")])
     db["snapshots"].create({
-        "key": str, "run_id": str, "step": int, "tool": str, "text": str, "chars": int, "created": str,
-    }, pk="key")
-    db["snapshots"].create_index(["run_id"])
+        "run_id": str, "key": str, "step": int, "tool": str, "text": str, "chars": int, "created": str,
+    }, pk=("run_id", "key"))
     db["llm_cache"].create({
         "key": str, "backend": str, "model": str, "request": str, "response": str, "created": str,
     }, pk="key")
@@ -89,14 +88,16 @@ class Store:
 
     # ---- OBSK snapshots -----------------------------------------------------------------------------
     def put_snapshot(self, run_id: str, step: int, tool: str, text: str) -> str:
+        # Keys are short and per run (S1, S2, ...): easy for a small model to copy, and a replayed run
+        # sees the same keys, so its prompts hit the model-call cache.
         n = self.db.execute("SELECT count(*) FROM snapshots WHERE run_id = ?", [run_id]).fetchone()[0]
-        key = f"S{n + 1}-{run_id[:6]}"
+        key = f"S{n + 1}"
         self.db["snapshots"].insert({"key": key, "run_id": run_id, "step": step, "tool": tool, "text": text,
                                      "chars": len(text), "created": _now()}, replace=True)
         return key
 
-    def snapshot(self, key: str) -> str | None:
-        row = self.db.execute("SELECT text FROM snapshots WHERE key = ?", [key]).fetchone()
+    def snapshot(self, run_id: str, key: str) -> str | None:
+        row = self.db.execute("SELECT text FROM snapshots WHERE run_id = ? AND key = ?", [run_id, key]).fetchone()
         return row[0] if row else None
 
     def snapshot_keys(self, run_id: str) -> list[dict]:

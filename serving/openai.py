@@ -78,7 +78,8 @@ class OpenAIBackend:
                 resp = self.client.post(f"{self.base_url}/chat/completions", json=body)
             except httpx.HTTPError as exc:
                 raise BackendError(f"cannot reach {self.base_url}: {exc}") from None
-            if resp.status_code in (400, 422) and schema and self.format == "json_schema" and attempt == 0:
+            rejected = resp.status_code in (400, 422) or "response_format" in resp.text
+            if resp.status_code >= 400 and rejected and schema and self.format == "json_schema" and attempt == 0:
                 self.format = "json_object"  # llama-cpp-python's server form
                 continue
             if resp.status_code >= 400:

@@ -1,9 +1,11 @@
 """Scripted backend: replays queued responses in order, for tests (like simonw/llm's mock model)."""
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
-from rcagent.errors import BackendError
+from rcagent.errors import BackendError, BadInput
 from rcagent.serving import Completion, register_backend
 
 
@@ -35,4 +37,12 @@ class ScriptedBackend:
 
 @register_backend("scripted")
 def _factory(settings, responses=None, **_):
+    if responses is None and settings.script:
+        try:
+            responses = json.loads(Path(settings.script).expanduser().read_text())
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{settings.script}: cannot read the scripted responses ({exc})") from None
+        if not isinstance(responses, list):
+            raise BadInput(f"{settings.script}: expected a JSON list of responses")
+        responses = [r if isinstance(r, str) else json.dumps(r) for r in responses]
     return ScriptedBackend(responses)

@@ -16,6 +16,7 @@ from rcagent.tools.calls import ERR, edges
 from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, sql_list, table
 
 LIMIT = 15
+TRACE_SIGNALS = ("incoming calls", "latency p95", "cross-span gap", "error spans")
 
 
 def _log_ratio(w: float, b: float) -> float:
@@ -50,7 +51,9 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1"""):
                 b_rate, w_rate = b / b_min, w / w_min
-                if b_rate >= 1 or w_rate >= 1:
+                if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
+                    found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)"))
+                elif b_rate >= 1 or w_rate >= 1:
                     s = _log_ratio(w_rate, b_rate)
                     if s >= 5:
                         found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min"))
@@ -76,11 +79,14 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                 s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
                 if s >= 5:
                     found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min"))
-    for entity in list(found):  # services inherit their pods' signals; nodes are kept separate
+    for entity in list(found):
+        # Services inherit their pods' metric and log signals (their call signals are computed per service
+        # already, so inheriting those would count them twice); nodes are kept separate.
         found[entity].sort(reverse=True)
         ent = job.entities.get(entity)
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
-            found[ent.service].extend((s, f"{r} ({entity})") for s, r in found[entity][:3])
+            found[ent.service].extend((s, f"{r} ({entity})") for s, r in found[entity]
+                                      if not r.startswith(TRACE_SIGNALS))
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache["overview"] = dict(found)

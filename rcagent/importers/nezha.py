@@ -5,8 +5,8 @@ Known problems handled (see shared/data/README.md):
 - adservice metric files carry a bad `TimeStamp` column: every metric time comes from the `Time` string.
 - Online Boutique lacks most log files and some trace files, and its fault-free phase has metrics only.
 
-The flagged window is the extent of the case's minute files (which start about a minute before the
-injection), rounded out to whole minutes; the baseline is the fault-free phase in construct_data plus the
+The flagged window is the span of the case's three minute files: from the minute before the injection
+minute to two minutes after it (so it never starts at the injection time); the baseline is the fault-free phase in construct_data plus the
 minutes of metrics before the window (clipped at the previous case's window).
 """
 from __future__ import annotations
@@ -58,7 +58,9 @@ def _csv_list(files: list[Path]) -> str:
 
 def _traces_sql(files: list[Path]) -> str:
     if not files:
-        return "SELECT NULL AS trace_id WHERE false"
+        return ("SELECT NULL::VARCHAR AS trace_id, NULL::VARCHAR AS span_id, NULL::VARCHAR AS parent_id, "
+                "NULL::TIMESTAMP AS start, NULL::DOUBLE AS duration_ms, NULL::VARCHAR AS service, "
+                "NULL::VARCHAR AS entity, NULL::VARCHAR AS operation, NULL::VARCHAR AS status WHERE false")
     return f"""
         SELECT TraceID AS trace_id, SpanID AS span_id,
                CASE WHEN ParentID = 'root' THEN NULL ELSE ParentID END AS parent_id,
@@ -71,7 +73,8 @@ def _traces_sql(files: list[Path]) -> str:
 
 def _logs_sql(files: list[Path]) -> str:
     if not files:
-        return "SELECT NULL AS timestamp WHERE false"
+        return ("SELECT NULL::TIMESTAMP AS timestamp, NULL::VARCHAR AS entity, NULL::VARCHAR AS level, "
+                "NULL::VARCHAR AS message, NULL::VARCHAR AS trace_id, NULL::VARCHAR AS node WHERE false")
     return f"""
         SELECT make_timestamp(CAST(CAST(TimeUnixNano AS HUGEINT) // 1000 AS BIGINT)) AS timestamp, PodName AS entity,
                coalesce(nullif(upper(regexp_extract(left(msg, 160), '{LEVEL_RE}', 1)), ''), 'UNKNOWN') AS level,
@@ -164,13 +167,9 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         minutes = [(floor_minute(inject) + dt.timedelta(minutes=k)).strftime("%H_%M") for k in range(3)]
         trace_sql = _traces_sql(_files(day_dir / "trace", minutes, "trace"))
         log_sql = _logs_sql(_files(day_dir / "log", minutes, "log"))
-        spans = [e for e in (_extent(con, trace_sql, "start"), _extent(con, log_sql, "timestamp")) if e]
-        if spans:
-            start = floor_minute(min(s[0] for s in spans))
-            end = floor_minute(max(s[1] for s in spans)) + dt.timedelta(minutes=1)
-        else:  # no minute files: the same shape the files have (one minute before, two after)
-            start = floor_minute(inject) - dt.timedelta(minutes=1)
-            end = floor_minute(inject) + dt.timedelta(minutes=3)
+        # The minute files run from about a minute before the injection to two minutes after it.
+        start = floor_minute(inject) - dt.timedelta(minutes=1)
+        end = floor_minute(inject) + dt.timedelta(minutes=3)
         base_start = start - dt.timedelta(minutes=METRIC_BASELINE_MINUTES)
         if prev_end is not None and prev_end > base_start:
             base_start = prev_end
@@ -218,7 +217,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         calls = set(con.execute("""
             SELECT DISTINCT p.service, c.service FROM t c JOIN t p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
             WHERE p.service <> c.service""").fetchall()) if con.execute("SELECT count(*) FROM t").fetchone()[0] else set()
-        calls |= set(dep_edges)
+        services = {service_of(p) for p in pods}
+        calls |= {(a, b) for a, b in dep_edges if a in services and b in services}
         relations = [(a, b, "calls") for a, b in sorted(calls)]
         relations += [(p, service_of(p), "instance_of") for p in sorted(pods)]
         relations += [(p, n, "runs_on") for p, n in sorted(node_of.items())]
@@ -238,7 +238,7 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
             "metrics": metrics_sql,
             "traces": f"SELECT * FROM t WHERE (start >= TIMESTAMP '{start}' AND start < TIMESTAMP '{end}') OR "
                       + (f"(start >= TIMESTAMP '{free_period[0]}' AND start < TIMESTAMP '{free_period[1]}')" if free_period else "false"),
-            "logs": "SELECT timestamp, entity, level, message, trace_id FROM l",
+            "logs": f"SELECT timestamp, entity, level, message, trace_id FROM l WHERE {cond}",
         })
         code = code_labels.get(svc, {}).get(case["inject_type"], "")
         code_hint = f" ({code.replace('_', ', ')})" if "#" in code else ""

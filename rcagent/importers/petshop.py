@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from rcagent.importers import ImportReport, find_dir, iso, opaque_id, write_job, write_label
 
@@ -103,8 +104,11 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
                     if cell and float(cell) > 0:
                         edges.append((row[0], cols[j], "calls"))
             names = sorted(set(names) | {e[0] for e in edges} | {e[1] for e in edges})
-        con.execute("CREATE OR REPLACE TEMP TABLE m (timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE)")
-        con.executemany("INSERT INTO m VALUES (?, ?, ?, ?)", flagged + normal)
+        rows_all = flagged + normal
+        m = pa.table({"timestamp": pa.array([r[0] for r in rows_all], pa.timestamp("us")),
+                      "entity": [r[1] for r in rows_all], "metric": [r[2] for r in rows_all],
+                      "value": pa.array([r[3] for r in rows_all], pa.float64())})
+        con.register("m", m)
         con.execute("CREATE OR REPLACE TEMP TABLE ents (id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR)")
         con.executemany("INSERT INTO ents VALUES (?, ?, ?, NULL)", [(n, _kind(n), n) for n in names])
         con.execute("CREATE OR REPLACE TEMP TABLE rels (src VARCHAR, dst VARCHAR, kind VARCHAR)")

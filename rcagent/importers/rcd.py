@@ -62,10 +62,9 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
                 WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
             lo, hi = con.execute(f"SELECT min(timestamp), max(timestamp) FROM m_{part}").fetchone()
             periods[part] = (lo, hi + dt.timedelta(seconds=1))
-        names = sorted({s for c in con.execute("SELECT DISTINCT col FROM m_anomalous").fetchall()
-                        if (s := _split(c[0])) for s in [s[0]]})
         mapping = [(c, *_split(c)) for (c,) in con.execute(
             "SELECT DISTINCT col FROM m_anomalous UNION SELECT DISTINCT col FROM m_normal").fetchall() if _split(c)]
+        names = sorted({m[1] for m in mapping})
         con.execute("CREATE OR REPLACE TEMP TABLE colmap AS SELECT * FROM (VALUES ('', '', '')) v(col, entity, metric) WHERE false")
         con.executemany("INSERT INTO colmap VALUES (?, ?, ?)", mapping)
         con.execute("CREATE OR REPLACE TEMP TABLE ents AS SELECT * FROM (VALUES ('', '', '', '')) v(id, kind, service, node) WHERE false")

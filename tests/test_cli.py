@@ -1,0 +1,91 @@
+"""The command line: help on every command, one-line errors with exit 2, analyze/show with the scripted backend."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rcagent.cli import cli
+
+RCAGENT = [sys.executable, "-c", "from rcagent.cli import main; main()"]
+
+
+def commands(group=cli, prefix=()):
+    for name, cmd in group.commands.items():
+        yield prefix + (name,), cmd
+        if isinstance(cmd, click.Group):
+            yield from commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path, cmd", list(commands()), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
+def test_every_command_has_help(path, cmd):
+    assert cmd.help and len(cmd.help) > 10
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0 and "Usage" in result.output
+
+
+def rcagent(*args, **kw):
+    return subprocess.run(RCAGENT + list(args), capture_output=True, text=True, timeout=600, **kw)
+
+
+def test_missing_job_folder_exits_2_with_one_line(tmp_path):
+    r = rcagent("analyze", "--job", str(tmp_path / "nope"), "--store", str(tmp_path / "s.db"))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"error: job folder not found: {tmp_path / 'nope'}"
+
+
+def test_malformed_job_yaml_exits_2(tmp_path):
+    (tmp_path / "job.yaml").write_text("id: [oops")
+    r = rcagent("analyze", "--job", str(tmp_path), "--store", str(tmp_path / "s.db"))
+    assert r.returncode == 2 and "job.yaml: not valid YAML" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_remote_server_is_refused_without_permission(job_of, tmp_path):
+    r = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--backend", "openai",
+                "--base-url", "http://10.1.2.3:8000/v1", "--store", str(tmp_path / "s.db"))
+    assert r.returncode == 2 and "non-loopback" in r.stderr and "--allow-remote" in r.stderr
+
+
+def test_analyze_writes_report_and_show_replays(job_of, tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"thought": "look at logs", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
+        "this is not json",
+        {"thought": "done", "action": "finalize", "arguments": {
+            "root_causes": ["ts-contacts-service"], "root_cause": "contacts fails", "solution": "fix it",
+            "evidence": ["NEW ERROR line"], "responsibility": "contacts team"}},
+    ]))
+    out = tmp_path / "d.json"
+    db = str(tmp_path / "s.db")
+    r = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--backend", "scripted", "--script",
+                str(script), "--store", db, "--out", str(out), "--format", "md")
+    assert r.returncode == 0, r.stderr
+    assert "step  1/15  logs" in r.stderr and "step  2/15  (invalid)" in r.stderr
+    assert "| 1 | ts-contacts-service | service |" in r.stdout
+    d = json.loads(out.read_text())
+    for key in ("job", "run_id", "root_causes", "root_cause", "solution", "evidence", "responsibility",
+                "finalized", "steps", "invalid_steps", "llm_calls", "prompt_tokens", "completion_tokens", "wall_s"):
+        assert key in d
+    assert d["root_causes"][0] == {"entity": "ts-contacts-service", "kind": "service", "score": 1.0}
+    assert d["steps"] == 3 and d["invalid_steps"] == 1
+    shown = rcagent("show", d["run_id"][:6], "--store", db)
+    assert shown.returncode == 0 and "step 2 INVALID" in shown.stdout and "No contacts" in shown.stdout
+    keys = rcagent("show", d["run_id"], "--snapshots", "--store", db)
+    assert "S1  step 0  overview" in keys.stdout
+    snap = rcagent("show", d["run_id"], "--snapshot", "S1", "--store", db)
+    assert snap.stdout.startswith("Entities ranked by anomaly score")
+    assert rcagent("show", "doesnotexist", "--store", db).returncode == 2
+
+
+def test_import_reports_counts(tmp_path):
+    from tests.conftest import DATA
+    r = rcagent("import", "rcd", str(DATA / "rcd-sockshop.tar.xz"), str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert "Imported 30 jobs from rcd" in r.stdout and "30 jobs lack: relations, traces, logs, events" in r.stdout
+    bad = rcagent("import", "rcd", str(tmp_path / "missing.tar.xz"), str(tmp_path / "out"))
+    assert bad.returncode == 2 and "source not found" in bad.stderr

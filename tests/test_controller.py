@@ -1,0 +1,133 @@
+"""The ReAct controller with the scripted backend on a real TrainTicket job."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rcagent.controller import Controller
+from rcagent.serving.scripted import ScriptedBackend
+
+
+def act(action, thought="checking", **arguments):
+    return json.dumps({"thought": thought, "action": action, "arguments": arguments})
+
+
+FINAL = act("finalize", root_causes=["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"],
+            root_cause="contacts returns no contacts", solution="fix ContactsServiceImpl",
+            evidence=["NEW ERROR No contacts according to contactsId"], responsibility="contacts team")
+
+
+def run(job, store, settings, *responses, **kw):
+    backend = ScriptedBackend(list(responses))
+    events = []
+    controller = Controller(job, backend, store, settings, progress=events.append, **kw)
+    return controller.run(), controller, backend, events
+
+
+def test_finalize_returns_ranked_inventory_entities(contacts_job, store, settings):
+    d, c, backend, events = run(contacts_job, store, settings,
+                                act("logs", entity="ts-contacts-service"), FINAL)
+    assert d.finalized and d.steps == 2 and d.invalid_steps == 0 and d.llm_calls == 2
+    assert [r.entity for r in d.root_causes] == ["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"]
+    assert [r.kind for r in d.root_causes] == ["pod", "service"]
+    assert d.root_causes[0].score > d.root_causes[1].score
+    assert [e["action"] for e in events] == ["logs", "finalize"]
+    # the prompt: rules, task, tool docs from the registry, no few-shot examples
+    system = backend.calls[0]["messages"][0]["content"]
+    assert "calls(entity, direction?)" in system and "finalize(" in system
+    # the schema enumerates tools and the inventory
+    branches = backend.calls[0]["schema"]["anyOf"]
+    names = [b["properties"]["action"]["enum"][0] for b in branches]
+    assert {"overview", "logs", "finalize", "read_snapshot"} <= set(names)
+    logs = branches[names.index("logs")]["properties"]["arguments"]["properties"]["entity"]["enum"]
+    assert "ts-contacts-service" in logs
+
+
+def test_every_step_is_stored(contacts_job, store, settings):
+    d, *_ = run(contacts_job, store, settings, act("topology", entity="ts-contacts-service"), FINAL)
+    steps = store.steps(d.run_id)
+    assert [s["action"] for s in steps] == ["topology", "finalize"]
+    assert steps[0]["observation"].startswith("ts-contacts-service: service")
+    assert store.run(d.run_id)["status"] == "finalized"
+    assert json.loads(store.run(d.run_id)["diagnosis"])["root_causes"][0]["entity"].startswith("ts-contacts")
+
+
+def test_long_observation_goes_behind_a_snapshot_key(contacts_job, store, settings):
+    settings.snapshot_threshold, settings.head_chars = 300, 200
+    d, c, backend, _ = run(contacts_job, store, settings, act("metrics", entity="ts-contacts-service"),
+                           act("read_snapshot", key="S9"), FINAL)
+    keys = store.snapshot_keys(d.run_id)
+    # step 0 is the overview the prompt starts from; step 1 the metrics call
+    assert [(k["step"], k["tool"]) for k in keys] == [(0, "overview"), (1, "metrics")]
+    first = store.steps(d.run_id)[0]
+    assert first["snapshot"] == keys[1]["key"] and keys[1]["key"] in first["observation"]
+    assert len(first["observation"]) < 400 and keys[1]["chars"] > 300
+    # the placeholder key is unknown: the model is told which keys exist
+    assert keys[1]["key"] in store.steps(d.run_id)[1]["error"]
+
+
+def test_read_snapshot_pages_through(contacts_job, store, settings):
+    settings.snapshot_threshold, settings.head_chars = 300, 200
+    backend = ScriptedBackend([act("metrics", entity="ts-contacts-service")])
+    c = Controller(contacts_job, backend, store, settings)
+    c.run_id = store.start_run("j", "/", "scripted", "m", {})
+    c.messages = []
+    c.do_step()
+    key = store.snapshot_keys(c.run_id)[-1]["key"]
+    full = store.snapshot(c.run_id, key)
+    page2 = c.read_snapshot(key, 2)
+    assert page2.startswith(f"[snapshot {key}, page 2 of") and full[200:400] in page2
+    assert c.read_snapshot(key, 999).split("\n", 1)[1] == full[(-(-len(full) // 200) - 1) * 200:]
+
+
+def test_invalid_outputs_are_answered_and_counted(contacts_job, store, settings):
+    d, c, backend, events = run(contacts_job, store, settings,
+                                "I think the answer is contacts",          # prose
+                                act("dance", entity="x"),                   # unknown tool
+                                act("metrics", entity="contacts-svc"),      # unknown entity
+                                act("metrics"),                             # missing argument
+                                act("finalize", root_causes=["nobody"], root_cause="", solution="",
+                                    evidence=[], responsibility=""),       # finalize outside the inventory
+                                FINAL)
+    assert d.finalized and d.invalid_steps == 5 and d.steps == 6
+    errors = [s["error"] for s in store.steps(d.run_id)[:5]]
+    assert "not valid JSON" in errors[0]
+    assert "unknown action 'dance'" in errors[1]
+    assert "did you mean" in errors[2] and "ts-contacts-service" in errors[2]
+    assert "metrics needs entity" in errors[3]
+    assert "not in the inventory" in errors[4]
+    # the error goes back to the model as the next user message
+    assert "did you mean" in backend.calls[3]["messages"][-1]["content"]
+
+
+def test_step_limit_gives_best_effort_not_exception(contacts_job, store, settings):
+    settings.max_steps = 3
+    d, c, backend, _ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"),
+                           act("calls", entity="ts-order-service"), "garbage")
+    assert not d.finalized and d.steps == 3 and d.invalid_steps == 1
+    assert {r.entity for r in d.root_causes} <= {"ts-contacts-service", "ts-order-service"}
+    assert "step limit" in d.root_cause
+    assert store.run(d.run_id)["status"] == "step_limit"
+    # the last step offers finalize only
+    assert [b["properties"]["action"]["enum"][0] for b in [backend.calls[2]["schema"]]] == ["finalize"]
+
+
+def test_interrupted_run_is_kept_and_marked(contacts_job, store, settings):
+    class Interrupting(ScriptedBackend):
+        def complete(self, *a, **k):
+            if len(self.calls) == 1:
+                raise KeyboardInterrupt
+            return super().complete(*a, **k)
+    c = Controller(contacts_job, Interrupting([act("overview")]), store, settings)
+    with pytest.raises(KeyboardInterrupt):
+        c.run()
+    assert store.run(c.run_id)["status"] == "interrupted"
+    assert len(store.steps(c.run_id)) == 1
+
+
+def test_cache_replays_a_run(contacts_job, store, settings):
+    d1, *_ = run(contacts_job, store, settings, act("topology", entity="ts-contacts-service"), FINAL)
+    d2, c, backend, events = run(contacts_job, store, settings)  # empty queue: everything from the cache
+    assert [r.entity for r in d2.root_causes] == [r.entity for r in d1.root_causes]
+    assert all(e["cached"] for e in events) and backend.calls == []

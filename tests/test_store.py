@@ -1,0 +1,39 @@
+"""The SQLite store: migrations, OBSK snapshots and paging, the model-call cache."""
+from __future__ import annotations
+
+from rcagent.store import Store
+
+
+def test_migrations_apply_once(tmp_path):
+    path = tmp_path / "s.db"
+    Store(path)
+    again = Store(path)
+    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial"]
+    assert {"runs", "steps", "snapshots", "llm_cache"} <= set(again.db.table_names())
+
+
+def test_snapshots_are_keyed_per_run_and_listed(store):
+    run = store.start_run("job", "/x", "scripted", "m", {})
+    other = store.start_run("job", "/x", "scripted", "m", {})
+    k1 = store.put_snapshot(run, 1, "logs", "a" * 5000)
+    k2 = store.put_snapshot(run, 2, "calls", "b" * 10)
+    store.put_snapshot(other, 1, "logs", "c")
+    assert (k1, k2) == ("S1", "S2") and store.snapshot(run, k1) == "a" * 5000
+    assert store.snapshot(other, "S1") == "c"
+    assert [k["key"] for k in store.snapshot_keys(run)] == [k1, k2]
+    assert store.snapshot(run, "nope") is None
+
+
+def test_cache_is_keyed_by_the_full_request(store):
+    req = {"backend": "b", "model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 0}
+    store.cache(req, [{"text": "x"}])
+    assert store.cached(req) == [{"text": "x"}]
+    assert store.cached({**req, "seed": 1}) is None
+
+
+def test_steps_saved_and_run_ended(store):
+    run = store.start_run("job", "/x", "scripted", "m", {})
+    store.add_step(run, 1, thought="t", action="overview", arguments={}, valid=1)
+    store.end_run(run, "finalized", {"root_causes": []})
+    assert store.steps(run)[0]["action"] == "overview"
+    assert store.run(run[:5])["status"] == "finalized"
