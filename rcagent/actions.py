@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 from rcagent.tools import Tool
 
-THOUGHT_MAX = 240
-TEXT_MAX = 300
+# Bounds keep every action short enough to finish within the token budget (max_tokens), even when a
+# small model fills a string with repetition: the longest finalize is about 1,100 characters.
+THOUGHT_MAX = 160
+TEXT_MAX = 200
 
 
 @dataclass
@@ -46,8 +48,8 @@ def finalize_schema(entities: list[str]) -> dict:
         "root_causes": {"type": "array", "items": item, "minItems": 1, "maxItems": 3},
         "root_cause": {"type": "string", "maxLength": TEXT_MAX},
         "solution": {"type": "string", "maxLength": TEXT_MAX},
-        "evidence": {"type": "array", "items": {"type": "string", "maxLength": 200}, "minItems": 1, "maxItems": 3},
-        "responsibility": {"type": "string", "maxLength": 120},
+        "evidence": {"type": "array", "items": {"type": "string", "maxLength": 120}, "minItems": 1, "maxItems": 3},
+        "responsibility": {"type": "string", "maxLength": 60},
     }
 
 

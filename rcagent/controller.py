@@ -27,6 +27,9 @@ Parser = Callable[[str, list[str]], Action]
 Check = Callable[[Action, "Controller"], None]  # raises AgentMessage to reject an action
 
 
+ECHO_MAX = 300
+
+
 class Finalized(Exception):
     def __init__(self, diagnosis: Diagnosis):
         self.diagnosis = diagnosis
@@ -39,6 +42,8 @@ class Controller:
         self.job, self.backend, self.store, self.settings = job, backend, store, settings
         self.tools = tools if tools is not None else load_builtin_tools()
         self.parse, self.checks, self.progress = parse, checks, progress
+        if not job.entities:
+            raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
         self.entities = sorted(job.entities)
         self.schema = action_schema(self.tools, self.entities)
         self.final_schema = action_schema(self.tools, self.entities, allow_tools=False)
@@ -104,7 +109,8 @@ class Controller:
         except AgentMessage as msg:
             self.invalid += 1
             error = str(msg)
-            self.messages += [{"role": "assistant", "content": completion.text},
+            # Echo at most the start of a bad answer: a degenerate one must not fill the context.
+            self.messages += [{"role": "assistant", "content": completion.text[:ECHO_MAX]},
                               {"role": "user", "content": prompts.render("error", error=error)}]
             self.store.add_step(self.run_id, self.step, action="(invalid)", valid=0, error=error,
                                 tool_ms=(time.perf_counter() - tool_start) * 1000, **record)
@@ -258,8 +264,3 @@ class Controller:
                            "tokens": completion.prompt_tokens + completion.completion_tokens,
                            "cached": completion.cached, "error": error})
 
-
-def analyze(job: Job, backend: Backend, store: Store, settings: Settings, progress=None) -> Diagnosis:
-    if not job.entities:
-        raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
-    return Controller(job, backend, store, settings, progress=progress).run()

@@ -25,7 +25,7 @@ class Backend(Protocol):
     model: str
 
     def complete(self, messages: list[dict], *, schema: dict | None = None, n: int = 1,
-                 temperature: float = 0.0, max_tokens: int = 384) -> list[Completion]:
+                 temperature: float = 0.0, max_tokens: int = 1024) -> list[Completion]:
         """n completions of a chat; output constrained to the JSON schema where the backend can."""
         ...
 

@@ -52,13 +52,16 @@ class LocalBackend:
         except (ValueError, RuntimeError) as exc:
             raise BackendError(f"cannot load {path}: {exc}") from None
 
-    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
         out = []
         for i in range(n):
             start = time.perf_counter()
             kwargs = {"response_format": {"type": "json_object", "schema": schema}} if schema else {}
-            resp = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                   max_tokens=max_tokens, seed=self.seed + i, **kwargs)
+            try:
+                resp = self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                       max_tokens=max_tokens, seed=self.seed + i, **kwargs)
+            except ValueError as exc:  # e.g. the prompt no longer fits the context window
+                raise BackendError(f"local model: {exc}") from None
             usage = resp.get("usage") or {}
             out.append(Completion(resp["choices"][0]["message"]["content"] or "",
                                   usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),

@@ -53,7 +53,7 @@ class OpenAIBackend:
             return {"type": "json_schema", "json_schema": {"name": "action", "schema": schema, "strict": True}}
         return {"type": "json_object", "schema": schema}
 
-    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
         out = []
         for i in range(n):
             body = {"model": self.model, "messages": messages, "temperature": temperature,

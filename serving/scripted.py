@@ -21,7 +21,7 @@ class ScriptedBackend:
     def add(self, *responses: str) -> None:
         self.queue.extend(responses)
 
-    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
         self.calls.append({"messages": messages, "schema": schema, "n": n})
         out = []
         for _ in range(n):

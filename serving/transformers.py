@@ -36,7 +36,7 @@ class TransformersBackend:
         self.model = model
         self.seed = seed
 
-    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=384):
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
         if schema:  # no grammar here: state the schema in the prompt instead
             messages = messages + [{"role": "system", "content": "Answer with one JSON object matching this "
                                     f"schema:\n{json.dumps(schema)}"}]

@@ -89,3 +89,23 @@ def test_import_reports_counts(tmp_path):
     assert "Imported 30 jobs from rcd" in r.stdout and "30 jobs lack: relations, traces, logs, events" in r.stdout
     bad = rcagent("import", "rcd", str(tmp_path / "missing.tar.xz"), str(tmp_path / "out"))
     assert bad.returncode == 2 and "source not found" in bad.stderr
+
+
+@pytest.mark.model
+def test_ctrl_c_keeps_the_run_marked_interrupted(job_of, tmp_path):
+    import signal
+    import time
+
+    from rcagent.store import Store
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(RCAGENT + ["analyze", "--job", str(job_of("2023-01-29_08_43")), "--store", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()  # "Loaded ...": the run starts right after
+    assert line.startswith("Loaded")
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "kept in the store, marked interrupted" in err
+    runs = Store(db).runs()
+    assert len(runs) == 1 and runs[0]["status"] == "interrupted"

@@ -131,3 +131,35 @@ def test_cache_replays_a_run(contacts_job, store, settings):
     d2, c, backend, events = run(contacts_job, store, settings)  # empty queue: everything from the cache
     assert [r.entity for r in d2.root_causes] == [r.entity for r in d1.root_causes]
     assert all(e["cached"] for e in events) and backend.calls == []
+
+
+def test_schema_bounds_every_action_below_the_token_budget(contacts_job, settings):
+    """A small model that fills every string must still finish its JSON within max_tokens."""
+    from rcagent.actions import action_schema
+    from rcagent.tools import load_builtin_tools
+
+    def longest(schema) -> int:
+        if "anyOf" in schema:
+            return max(longest(s) for s in schema["anyOf"])
+        t = schema.get("type")
+        if "enum" in schema:
+            return max(len(json.dumps(v)) for v in schema["enum"])
+        if t == "string":
+            return schema["maxLength"] + 2
+        if t == "integer":
+            return 20
+        if t == "array":
+            return 2 + schema["maxItems"] * (longest(schema["items"]) + 2)
+        if t == "object":
+            return 2 + sum(len(k) + 4 + longest(v) for k, v in schema["properties"].items())
+        raise AssertionError(schema)
+
+    worst = longest(action_schema(load_builtin_tools(), sorted(contacts_job.entities)))
+    assert worst < settings.max_tokens  # at least one character per token
+
+
+def test_a_degenerate_answer_is_echoed_only_in_part(contacts_job, store, settings):
+    d, c, backend, _ = run(contacts_job, store, settings, "{" + "1." * 2000, FINAL)
+    assert d.invalid_steps == 1
+    echoed = backend.calls[1]["messages"][-2]
+    assert echoed["role"] == "assistant" and len(echoed["content"]) <= 300
