@@ -1,4 +1,8 @@
-"""Foundation benchmark on the largest shared job: job load, each tool's latency, controller overhead, memory.
+"""Foundation benchmark on the largest shared jobs: job load, each tool's latency, controller overhead, memory.
+
+Two jobs are measured: the largest job overall (by bytes on disk) and the largest job that has every
+kind of telemetry with a baseline (metrics, traces, logs: a TrainTicket job), since a job without
+baseline traces or logs skips most of the tools' work.
 
     python benchmarks/bench_foundation.py --data ../shared/data [--repeat 15]
 
@@ -60,20 +64,35 @@ def main() -> None:
         for kind, archive in ARCHIVES:
             run_import(kind, Path(args.data) / archive, work)
     jobs = sorted((work / "jobs").iterdir(), key=folder_size, reverse=True)
-    largest = jobs[0]
+    complete = [j for j in jobs if all((j / f"{t}.parquet").exists() for t in ("metrics", "traces", "logs"))]
+    results = [measure(jobs[0], args.repeat)]
+    if complete and complete[0] != jobs[0]:
+        results.append(measure(complete[0], args.repeat))
+    if not args.skip_model:  # a whole analyze with the local model, on the job with every table
+        results[-1].update(peak_memory(Path(results[-1]["path"])))
+    for result in results:
+        print(json.dumps(result, indent=2))
+        goals = {"load_s <= 2": result["load_s"] <= 2,
+                 "every tool <= 0.5 s": max(result["tools_s"].values()) <= 0.5,
+                 "overhead <= 50 ms/step": result["controller_overhead_s_per_step"] <= 0.05}
+        if "analyze_peak_rss_mib" in result:
+            goals["peak <= 2 GiB"] = result["analyze_peak_rss_mib"] <= 2048
+        print("goals:", json.dumps(goals))
+
+
+def measure(largest: Path, repeat: int) -> dict:
     job = Job.load(largest)
-    print(f"largest job: {largest.name} ({folder_size(largest) / 1e6:.1f} MB; rows {job.rows})")
-    result = {"job": largest.name, "bytes": folder_size(largest), "rows": job.rows}
-    result["load_s"] = timed(lambda: Job.load(largest), args.repeat)
+    print(f"job: {largest.name} ({folder_size(largest) / 1e6:.1f} MB; rows {job.rows})")
+    result = {"job": largest.name, "path": str(largest), "bytes": folder_size(largest), "rows": job.rows}
+    result["load_s"] = timed(lambda: Job.load(largest), repeat)
     tools = load_builtin_tools()
     target = ranking(job, "service")[0][0]
     result["tool_entity"] = target
     result["tools_s"] = {}
     for name, tool in tools.items():
         params = {} if name == "overview" else {"entity": target}
-        jobs_fresh = [Job.load(largest) for _ in range(args.repeat)]
-        it = iter(jobs_fresh)
-        result["tools_s"][name] = timed(lambda: run_tool(tool, next(it), params), args.repeat)
+        it = iter([Job.load(largest) for _ in range(repeat)])
+        result["tools_s"][name] = timed(lambda: run_tool(tool, next(it), params), repeat)
 
     # controller overhead: scripted answers are instant, so wall - tool time is the controller's own time
     steps = [json.dumps({"thought": "t", "action": n, "arguments": {"entity": target} if n != "overview" else {}})
@@ -92,26 +111,20 @@ def main() -> None:
             tool_s = sum((s["tool_ms"] or 0) for s in store.steps(d.run_id)) / 1000
             overheads.append((wall - tool_s) / d.steps)
         result["controller_overhead_s_per_step"] = statistics.median(overheads)
+    return result
 
-    if not args.skip_model:
-        with tempfile.TemporaryDirectory() as tmp:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-c", "from rcagent.cli import main; main()", "analyze", "--job",
-                                str(largest), "--quiet", "--format", "json", "--store", str(Path(tmp) / "s.db")],
-                               capture_output=True, text=True)
-            result["analyze_exit"] = r.returncode
-            result["analyze_wall_s"] = time.perf_counter() - t
-            result["analyze_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            result["analyze_peak_note"] = "max RSS of child processes (ru_maxrss)" + (
-                "" if before == 0 else f"; an earlier child peaked at {before / 1024:.0f} MiB")
-    print(json.dumps(result, indent=2))
-    goals = {"load_s <= 2": result["load_s"] <= 2,
-             "every tool <= 0.5 s": max(result["tools_s"].values()) <= 0.5,
-             "overhead <= 50 ms/step": result["controller_overhead_s_per_step"] <= 0.05}
-    if "analyze_peak_rss_mib" in result:
-        goals["peak <= 2 GiB"] = result["analyze_peak_rss_mib"] <= 2048
-    print("goals:", json.dumps(goals))
+
+def peak_memory(job_dir: Path) -> dict:
+    """Max RSS of a whole `rcagent analyze` with the default local model, run as a child process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", "from rcagent.cli import main; main()", "analyze", "--job",
+                            str(job_dir), "--quiet", "--format", "json", "--store", str(Path(tmp) / "s.db")],
+                           capture_output=True, text=True)
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        return {"analyze_exit": r.returncode, "analyze_wall_s": time.perf_counter() - t,
+                "analyze_steps": out.get("steps"),
+                "analyze_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from rcagent.tools import Tool
 
 # Bounds keep every action short enough to finish within the token budget (max_tokens), even when a
-# small model fills a string with repetition: the longest finalize is about 1,100 characters.
+# small model fills a string with repetition: the longest finalize is about 1,300 characters.
 THOUGHT_MAX = 160
 TEXT_MAX = 200
 

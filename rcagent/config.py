@@ -33,7 +33,7 @@ class Settings:
     api_key: str = "none"
     allow_remote: bool = False         # the openai backend refuses non-loopback hosts unless this is set
     max_steps: int = 15
-    max_tokens: int = 1024             # per model call (the schema bounds an action well below this)
+    max_tokens: int = 1536             # per model call (the schema bounds an action below this)
     n_ctx: int = 8192                  # local context window
     threads: int = 2
     temperature: float = 0.0

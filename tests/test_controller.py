@@ -155,7 +155,7 @@ def test_schema_bounds_every_action_below_the_token_budget(contacts_job, setting
         raise AssertionError(schema)
 
     worst = longest(action_schema(load_builtin_tools(), sorted(contacts_job.entities)))
-    assert worst < settings.max_tokens  # at least one character per token
+    assert worst * 1.1 < settings.max_tokens  # at least one character per token; 10% for optional spaces
 
 
 def test_a_degenerate_answer_is_echoed_only_in_part(contacts_job, store, settings):
