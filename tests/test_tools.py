@@ -98,3 +98,36 @@ def test_tools_answer_on_every_system(job_of):
         top = ranking(job)[0][0]
         for name in ("metrics", "logs", "calls", "events", "topology"):
             assert run_tool(TOOLS[name], job, {"entity": top}).strip()
+
+
+def test_call_rates_are_judged_against_user_traffic(tmp_path):
+    """Synthetic edge case: traffic doubles; a service that doubles with it is normal, one that grows 6x is not."""
+    meta = ("id: t\nalert: busy\nwindow: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}\n"
+            "baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]\n")
+    (tmp_path / "job.yaml").write_text(meta)
+    (tmp_path / "entities.csv").write_text("id,kind\nfront,service\nsteady,service\nhot,service\n")
+    rows = ["trace_id,span_id,parent_id,start,duration_ms,service,entity,operation,status"]
+
+    def trace(i, minute, second, callees):
+        root = f"r{i}"
+        rows.append(f"t{i},{root},,2024-01-01 00:{minute:02d}:{second:02d},10,front,front,GET /,")
+        for k, svc in enumerate(callees):
+            rows.append(f"t{i},{root}-{k},{root},2024-01-01 00:{minute:02d}:{second:02d},5,{svc},{svc},call,")
+
+    n = 0
+    for minute in range(10):          # baseline: 20 requests a minute, each calls steady, every 4th calls hot
+        for j in range(20):
+            trace(n, minute, j, ["steady"] + (["hot"] if j % 4 == 0 else []))
+            n += 1
+    for minute in range(10, 20):      # window: 40 a minute (traffic x2); hot is called by every request (x6 more)
+        for j in range(40):
+            trace(n, minute, j, ["steady", "hot"])
+            n += 1
+    (tmp_path / "traces.csv").write_text("\n".join(rows) + "\n")
+    job = Job.load(tmp_path)
+    from rcagent.tools.overview import traffic_factor
+    assert traffic_factor(job) == pytest.approx(2.0)
+    ranked = {e: reasons for e, _, reasons in ranking(job)}
+    assert any("incoming calls" in r for r in ranked["hot"])
+    assert not any("incoming calls" in r for r in ranked.get("steady", []))
+    assert "2.0x the baseline" in run_tool(TOOLS["overview"], job, {})

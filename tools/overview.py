@@ -23,6 +23,20 @@ def _log_ratio(w: float, b: float) -> float:
     return 10 * abs(math.log2((max(w, 0.0) + 1) / (max(b, 0.0) + 1)))
 
 
+def traffic_factor(job: Job) -> float:
+    """Entry requests per minute in the window over the baseline's (1.0 without traces or a trace baseline)."""
+    b_min = job.baseline_seconds("traces") / 60
+    if not job.rows.get("traces") or not b_min:
+        return 1.0
+    edges(job)
+    b, w = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_baseline('traces', 'start')}),
+                                count(*) FILTER (WHERE {job.in_window('start')})
+                         FROM edges WHERE caller = '(entry)'""")[0]
+    if not b or not w:
+        return 1.0
+    return (w / (job.window.seconds / 60)) / (b / b_min)
+
+
 def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
     """entity -> [(score, reason)], best first. Cached on the job."""
     if "overview" in job.cache:
@@ -36,12 +50,15 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                 FROM metrics GROUP BY ALL"""):
             z = deviation(b_mean, b_sd, w_min, w_max)
             if abs(z) >= 3:
-                found[entity].append((6 * math.log2(1 + abs(z) / 3),
+                # A client-side latency measures the entity's dependencies more than the entity itself.
+                weight = 0.5 if "client" in metric.lower() else 1.0
+                found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
                                       f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd"))
     b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
     if job.rows.get("traces") and b_min:
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
+        load = traffic_factor(job)
         for level in ("callee", "callee_pod"):
             for name, b, w, err, b95, w95, bgap, wgap in job.query(f"""
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
@@ -50,7 +67,9 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1"""):
-                b_rate, w_rate = b / b_min, w / w_min
+                # Rates are compared with the baseline scaled by the change in user traffic, so that a
+                # busier window does not make every service look anomalous.
+                b_rate, w_rate = load * b / b_min, w / w_min
                 if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
                     found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)"))
                 elif b_rate >= 1 or w_rate >= 1:
@@ -73,7 +92,7 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
                 FROM logs WHERE upper(level) IN {sql_list(list(ERROR_LEVELS))} OR regexp_matches(message, ?)
                 GROUP BY 1""", [ERROR_WORDS]):
-            b_rate = b / lb_min if lb_min else 0.0
+            b_rate = traffic_factor(job) * b / lb_min if lb_min else 0.0
             w_rate = w / w_min
             if w_rate > b_rate:
                 s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
@@ -93,6 +112,14 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
     return job.cache["overview"]
 
 
+def _source(reason: str) -> str:
+    if reason.startswith(TRACE_SIGNALS):
+        return "calls"
+    if reason.startswith("error-like logs"):
+        return "logs"
+    return "metrics"
+
+
 def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[str]]]:
     """[(entity, score, reasons)] of inventory entities, most anomalous first."""
     out = []
@@ -100,8 +127,14 @@ def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[st
         ent = job.entities.get(entity)
         if ent is None or (kind and ent.kind != kind):
             continue
-        # Several independent signals make an entity more suspicious than one strong one.
-        score = sigs[0][0] + 0.25 * sum(s for s, _ in sigs[1:4])
+        # Independent evidence (metrics, calls, logs) makes an entity more suspicious than one strong
+        # signal; correlated signals of one source (p90/p95/p99 of the same latency) count once.
+        best: dict[str, float] = {}
+        for s, r in sigs:
+            src = _source(r)
+            best[src] = max(best.get(src, 0.0), s)
+        top = sorted(best.values(), reverse=True)
+        score = top[0] + 0.25 * sum(top[1:])
         out.append((entity, round(score, 1), [r for _, r in sigs[:3]]))
     out.sort(key=lambda r: -r[1])
     return out
@@ -116,7 +149,12 @@ def overview(job: Job, kind: str | None = None) -> str:
     if not ranked:
         return "No entity moved noticeably from its baseline."
     rows = [[i + 1, e, job.entities[e].kind, f"{s:.0f}", "; ".join(r)] for i, (e, s, r) in enumerate(ranked[:LIMIT])]
-    text = "Entities ranked by anomaly score (higher = moved more from baseline):\n" + table(
+    text = "Entities ranked by anomaly score (higher = moved more from baseline):\n"
+    load = traffic_factor(job)
+    if abs(load - 1) > 0.2:
+        text = (f"User traffic in the window is {load:.1f}x the baseline; call and error rates are compared "
+                "with the baseline scaled by it.\n" + text)
+    text += table(
         ["#", "entity", "kind", "score", "top signals"], rows)
     quiet = len(job.entities) - len(ranked)
     if quiet > 0 and not kind:
