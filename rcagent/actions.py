@@ -53,15 +53,19 @@ def finalize_schema(entities: list[str]) -> dict:
     }
 
 
-def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool = True) -> dict:
-    """anyOf one branch per tool, plus read_snapshot and finalize; only finalize when allow_tools is False."""
+def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool = True,
+                  snapshot_keys: list[str] | None = None) -> dict:
+    """anyOf one branch per tool, read_snapshot (once the run has snapshots: their keys enumerated) and
+    finalize; only finalize when allow_tools is False."""
     branches = []
     if allow_tools:
         for tool in tools.values():
             props = {p.name: _param_schema(p, entities) for p in tool.params}
             branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required]))
-        branches.append(_branch("read_snapshot", {"key": {"type": "string", "maxLength": 24},
-                                                  "page": {"type": "integer"}}, ["key"]))
+        if snapshot_keys:
+            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": list(snapshot_keys)},
+                                                      "page": {"type": "integer", "minimum": 1, "maximum": 99}},
+                                    ["key"]))
     fin = finalize_schema(entities)
     branches.append(_branch("finalize", fin, list(fin)))
     return {"anyOf": branches} if len(branches) > 1 else branches[0]

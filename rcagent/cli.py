@@ -57,8 +57,13 @@ def import_cmd(kind, src, dest, fmt):
     """Import a public RCA dataset (archive or extracted folder) into DEST/jobs and DEST/labels."""
     from rcagent.importers import run_import
 
+    tty = sys.stderr.isatty()
+
     def progress(job_id, i, n):
-        click.echo(f"\r  {i}/{n} {job_id}", nl=(i == n), err=True)
+        if tty:
+            click.echo(f"\r  {i}/{n} {job_id}", nl=(i == n), err=True)
+        elif i == n or i % 10 == 0:
+            click.echo(f"  {i}/{n} jobs", err=True)
 
     report = run_import(kind, src, dest, progress=progress)
     if fmt == "json":

@@ -45,7 +45,6 @@ class Controller:
         if not job.entities:
             raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
         self.entities = sorted(job.entities)
-        self.schema = action_schema(self.tools, self.entities)
         self.final_schema = action_schema(self.tools, self.entities, allow_tools=False)
         self.history: list[Action] = []          # valid actions taken, in order
         self.looked_at: list[str] = []           # entities the agent inspected
@@ -92,7 +91,9 @@ class Controller:
         self.step += 1
         last = self.step == self.settings.max_steps
         messages = self.messages + ([{"role": "user", "content": prompts.render("last_step")}] if last else [])
-        completion = self.query(messages, self.final_schema if last else self.schema)
+        schema = self.final_schema if last else action_schema(
+            self.tools, self.entities, snapshot_keys=[k["key"] for k in self.store.snapshot_keys(self.run_id)])
+        completion = self.query(messages, schema)
         record = {"raw": completion.text, "prompt_tokens": completion.prompt_tokens,
                   "completion_tokens": completion.completion_tokens, "model_ms": completion.latency_ms}
         tool_start = time.perf_counter()

@@ -16,7 +16,8 @@ BUILTIN_ACTIONS = ("read_snapshot", "finalize")
 def parse_action(text: str, tool_names: list[str]) -> Action:
     """A strict parse: exactly one JSON object with thought, action and arguments."""
     try:
-        data = json.loads(text)
+        # strict=False: a raw newline or tab inside a string is harmless (a grammar lets models emit them)
+        data = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         raise FormatError(f"your answer is not valid JSON ({exc.msg} at character {exc.pos}).") from None
     if not isinstance(data, dict):

@@ -42,6 +42,15 @@ def test_finalize_returns_ranked_inventory_entities(contacts_job, store, setting
     assert {"overview", "logs", "finalize", "read_snapshot"} <= set(names)
     logs = branches[names.index("logs")]["properties"]["arguments"]["properties"]["entity"]["enum"]
     assert "ts-contacts-service" in logs
+    # snapshot keys are enumerated too: the run's only key so far is the overview it started from
+    snap = branches[names.index("read_snapshot")]["properties"]["arguments"]["properties"]["key"]["enum"]
+    assert snap == ["S1"]
+
+
+def test_raw_newline_inside_a_string_is_accepted(contacts_job, store, settings):
+    raw = '{"thought": "two\nlines", "action": "topology", "arguments": {"entity": "ts-contacts-service"}}'
+    d, *_ = run(contacts_job, store, settings, raw, FINAL)
+    assert d.invalid_steps == 0 and store.steps(d.run_id)[0]["thought"] == "two\nlines"
 
 
 def test_every_step_is_stored(contacts_job, store, settings):
