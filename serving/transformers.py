@@ -1,17 +1,51 @@
 """Transformers backend: a local Hugging Face model folder (or a .gguf file transformers can read), in process.
 
-Needs the optional extra `rcagent[transformers]` (torch 2.13.0 CPU, transformers). Nothing is fetched
-from a hub: the folder must be on disk. Output is not grammar-constrained here; the controller's
-parsing (and later the stabilizers) handle what the model emits.
+Needs the optional extra `rcagent[transformers]` (torch 2.13.0 CPU, transformers, gguf). Nothing is fetched
+from a hub: the folder (or .gguf file) must be on disk. Output is not grammar-constrained here: the system
+prompt states the action format, generation stops once a complete JSON object has been written, and the
+controller's parsing (and the stabilizers) handle what the model emits.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from rcagent.errors import BadInput
 from rcagent.serving import Completion, register_backend
+
+
+def json_object_done(text: str) -> bool:
+    """True once text holds a complete top-level JSON object (braces balanced outside strings)."""
+    depth, in_string, escaped, opened = 0, False, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth, opened = depth + 1, True
+        elif ch == "}":
+            depth -= 1
+            if opened and depth == 0:
+                return True
+    return False
+
+
+class JsonObjectDone:
+    """A stopping criterion: stop generating once the new text closes its first JSON object."""
+
+    def __init__(self, tokenizer, prompt_len: int):
+        self.tokenizer, self.prompt_len = tokenizer, prompt_len
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+        text = self.tokenizer.decode(input_ids[0][self.prompt_len:], skip_special_tokens=True)
+        return torch.full((input_ids.shape[0],), json_object_done(text), dtype=torch.bool)
 
 
 class TransformersBackend:
@@ -37,11 +71,9 @@ class TransformersBackend:
         self.seed = seed
 
     def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
-        if schema:  # no grammar here: state the schema in the prompt instead
-            messages = messages + [{"role": "system", "content": "Answer with one JSON object matching this "
-                                    f"schema:\n{json.dumps(schema)}"}]
         if self.tokenizer.chat_template:
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                     return_dict=True)["input_ids"]
         else:
             text = "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:"
             ids = self.tokenizer(text, return_tensors="pt").input_ids
@@ -51,7 +83,8 @@ class TransformersBackend:
             start = time.perf_counter()
             gen = self.lm.generate(ids, max_new_tokens=max_tokens, do_sample=temperature > 0,
                                    temperature=temperature if temperature > 0 else None,
-                                   pad_token_id=self.tokenizer.eos_token_id)
+                                   pad_token_id=self.tokenizer.eos_token_id,
+                                   stopping_criteria=[JsonObjectDone(self.tokenizer, ids.shape[1])])
             new = gen[0][ids.shape[1]:]
             out.append(Completion(self.tokenizer.decode(new, skip_special_tokens=True), int(ids.shape[1]),
                                   int(new.shape[0]), (time.perf_counter() - start) * 1000))
