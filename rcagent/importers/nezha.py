@@ -102,6 +102,29 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
     return report
 
 
+def _load_day_metrics(con, metric_dir: Path) -> None:
+    """Table day_metrics(timestamp, pod, metric, value): every pod's metrics of the day in long form, plus
+    the front end's (front_service.csv) under the entity 'entry'. Time comes from the `Time` string
+    (the `TimeStamp` column is wrong on one day)."""
+    con.execute("CREATE TABLE day_metrics (timestamp TIMESTAMP, pod VARCHAR, metric VARCHAR, value DOUBLE)")
+    sources = [(sorted(metric_dir.glob("*_metric.csv")), "PodName"), ([metric_dir / "front_service.csv"], "'entry'")]
+    for files, pod_expr in sources:
+        files = [f for f in files if f.is_file()]
+        if not files:
+            continue
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE wide AS
+            SELECT * REPLACE (CAST(strptime(left("Time", 19), '%Y-%m-%d %H:%M:%S') AS TIMESTAMP) AS "Time")
+            FROM read_csv({_csv_list(files)}, header=true, union_by_name=true, all_varchar=true)""")
+        columns = [r[0] for r in con.execute("DESCRIBE wide").fetchall()
+                   if r[0] not in ("Time", "TimeStamp", "PodName", "ServiceName")]
+        con.execute(f"""
+            INSERT INTO day_metrics
+            SELECT "Time", {pod_expr}, metric, TRY_CAST(value AS DOUBLE)
+            FROM (UNPIVOT wide ON {", ".join(f'"{c}"' for c in columns)} INTO NAME metric VALUE value)
+            WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
+
+
 def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, code_labels: dict,
                 progress) -> None:
     day = day_dir.name
@@ -117,30 +140,7 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     metric_dir = day_dir / "metric"
-    # Pod metrics of the whole day, in long form; time from the Time string (TimeStamp is bad on one day).
-    pod_files = sorted(metric_dir.glob("*_metric.csv"))
-    con.execute(f"""
-        CREATE TABLE wide AS SELECT * REPLACE (CAST(strptime(left("Time", 19), '%Y-%m-%d %H:%M:%S') AS TIMESTAMP) AS "Time")
-        FROM read_csv({_csv_list(pod_files)}, header=true, union_by_name=true, all_varchar=true)""")
-    value_cols = [r[0] for r in con.execute("DESCRIBE wide").fetchall()
-                  if r[0] not in ("Time", "TimeStamp", "PodName")]
-    unpivot = ", ".join(f'"{c}"' for c in value_cols)
-    con.execute(f"""
-        CREATE TABLE day_metrics AS
-        SELECT "Time" AS timestamp, PodName AS pod, metric, TRY_CAST(value AS DOUBLE) AS value
-        FROM (UNPIVOT wide ON {unpivot} INTO NAME metric VALUE value)
-        WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
-    front = metric_dir / "front_service.csv"
-    if front.is_file():
-        con.execute(f"""
-            CREATE TABLE front AS SELECT * REPLACE (CAST(strptime(left("Time", 19), '%Y-%m-%d %H:%M:%S') AS TIMESTAMP) AS "Time")
-            FROM read_csv('{_lit(front)}', header=true, all_varchar=true)""")
-        fcols = [r[0] for r in con.execute("DESCRIBE front").fetchall()
-                 if r[0] not in ("Time", "TimeStamp", "ServiceName")]
-        con.execute(f"""
-            INSERT INTO day_metrics SELECT "Time", 'entry', metric, TRY_CAST(value AS DOUBLE)
-            FROM (UNPIVOT front ON {", ".join(f'"{c}"' for c in fcols)} INTO NAME metric VALUE value)
-            WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
+    _load_day_metrics(con, metric_dir)
     dep_edges: list[tuple[str, str]] = []
     dep = metric_dir / "dependency.csv"
     if dep.is_file():
