@@ -65,7 +65,6 @@ class Controller:
             {"role": "user", "content": prompts.render("task", job_id=self.job.id, alert=self.job.alert,
                                                        summary=self.job.summary(), overview=self.primer())},
         ]
-        status = "interrupted"
         try:
             while True:
                 if self.step >= s.max_steps:
