@@ -2,8 +2,8 @@
 
 Signals, each turned into a comparable score: metric deviation (floored sigmas, log-compressed),
 incoming request rate (log ratio, so a service that stops receiving calls ranks high), callee latency
-p95, cross-span gap, and the rate of warning/error-like log lines. A service scores at least as high
-as its most anomalous pod.
+p95, cross-span gap, and the rate of warning/error-like log lines. Call and log rates are judged against
+the baseline scaled by the change in user traffic. A service inherits its pods' metric and log signals.
 """
 from __future__ import annotations
 
