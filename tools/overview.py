@@ -16,7 +16,6 @@ from rcagent.tools.calls import ERR, edges
 from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, sql_list, table
 
 LIMIT = 15
-TRACE_SIGNALS = ("incoming calls", "latency p95", "cross-span gap", "error spans")
 
 
 def _log_ratio(w: float, b: float) -> float:
@@ -24,24 +23,27 @@ def _log_ratio(w: float, b: float) -> float:
 
 
 def traffic_factor(job: Job) -> float:
-    """Entry requests per minute in the window over the baseline's (1.0 without traces or a trace baseline)."""
-    b_min = job.baseline_seconds("traces") / 60
-    if not job.rows.get("traces") or not b_min:
-        return 1.0
-    edges(job)
-    b, w = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_baseline('traces', 'start')}),
-                                count(*) FILTER (WHERE {job.in_window('start')})
-                         FROM edges WHERE caller = '(entry)'""")[0]
-    if not b or not w:
-        return 1.0
-    return (w / (job.window.seconds / 60)) / (b / b_min)
+    """Entry requests per minute in the window over the baseline's (1.0 without traces or a trace baseline).
+    Cached on the job."""
+    if "traffic_factor" not in job.cache:
+        factor = 1.0
+        b_min = job.baseline_seconds("traces") / 60
+        if job.rows.get("traces") and b_min:
+            edges(job)
+            b, w = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_baseline('traces', 'start')}),
+                                        count(*) FILTER (WHERE {job.in_window('start')})
+                                 FROM edges WHERE caller = '(entry)'""")[0]
+            if b and w:
+                factor = (w / (job.window.seconds / 60)) / (b / b_min)
+        job.cache["traffic_factor"] = factor
+    return job.cache["traffic_factor"]
 
 
-def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
-    """entity -> [(score, reason)], best first. Cached on the job."""
+def scores(job: Job) -> dict[str, list[tuple[float, str, str]]]:
+    """entity -> [(score, reason, source)], best first; source is metrics, calls or logs. Cached on the job."""
     if "overview" in job.cache:
         return job.cache["overview"]
-    found: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     if job.rows.get("metrics"):
         for entity, metric, b_mean, b_sd, w_min, w_max in job.query(f"""
                 SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
@@ -53,12 +55,12 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                 # A client-side latency measures the entity's dependencies more than the entity itself.
                 weight = 0.5 if "client" in metric.lower() else 1.0
                 found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
-                                      f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd"))
+                                      f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd", "metrics"))
     b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
+    load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
     if job.rows.get("traces") and b_min:
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
-        load = traffic_factor(job)
         for level in ("callee", "callee_pod"):
             for name, b, w, err, b95, w95, bgap, wgap in job.query(f"""
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
@@ -71,53 +73,45 @@ def scores(job: Job) -> dict[str, list[tuple[float, str]]]:
                 # busier window does not make every service look anomalous.
                 b_rate, w_rate = load * b / b_min, w / w_min
                 if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
-                    found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)"))
+                    found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls"))
                 elif b_rate >= 1 or w_rate >= 1:
                     s = _log_ratio(w_rate, b_rate)
                     if s >= 5:
-                        found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min"))
+                        found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
                 if b95 is not None and w95 is not None:
                     s = _log_ratio(w95, b95)
                     if s >= 5:
-                        found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms"))
+                        found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms", "calls"))
                 if bgap is not None and wgap is not None:
                     s = _log_ratio(wgap, bgap)
                     if s >= 5:
-                        found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms"))
+                        found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
                 if err:
-                    found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans"))
+                    found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
     lb_min = job.baseline_seconds("logs") / 60
     if job.rows.get("logs"):
         for entity, b, w in job.query(f"""
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
                 FROM logs WHERE upper(level) IN {sql_list(list(ERROR_LEVELS))} OR regexp_matches(message, ?)
                 GROUP BY 1""", [ERROR_WORDS]):
-            b_rate = traffic_factor(job) * b / lb_min if lb_min else 0.0
+            b_rate = load * b / lb_min if lb_min else 0.0
             w_rate = w / w_min
             if w_rate > b_rate:
                 s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
                 if s >= 5:
-                    found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min"))
+                    found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min", "logs"))
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
         found[entity].sort(reverse=True)
         ent = job.entities.get(entity)
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
-            found[ent.service].extend((s, f"{r} ({entity})") for s, r in found[entity]
-                                      if not r.startswith(TRACE_SIGNALS))
+            found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
+                                      if src != "calls")
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache["overview"] = dict(found)
     return job.cache["overview"]
-
-
-def _source(reason: str) -> str:
-    if reason.startswith(TRACE_SIGNALS):
-        return "calls"
-    if reason.startswith("error-like logs"):
-        return "logs"
-    return "metrics"
 
 
 def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[str]]]:
@@ -130,12 +124,11 @@ def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[st
         # Independent evidence (metrics, calls, logs) makes an entity more suspicious than one strong
         # signal; correlated signals of one source (p90/p95/p99 of the same latency) count once.
         best: dict[str, float] = {}
-        for s, r in sigs:
-            src = _source(r)
+        for s, _, src in sigs:
             best[src] = max(best.get(src, 0.0), s)
         top = sorted(best.values(), reverse=True)
         score = top[0] + 0.25 * sum(top[1:])
-        out.append((entity, round(score, 1), [r for _, r in sigs[:3]]))
+        out.append((entity, round(score, 1), [r for _, r, _ in sigs[:3]]))
     out.sort(key=lambda r: -r[1])
     return out
 
