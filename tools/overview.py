@@ -129,7 +129,9 @@ def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[st
         top = sorted(best.values(), reverse=True)
         score = top[0] + 0.25 * sum(top[1:])
         out.append((entity, round(score, 1), [r for _, r, _ in sigs[:3]]))
-    out.sort(key=lambda r: -r[1])
+    # Ties are broken by name: DuckDB's GROUP BY returns groups in no fixed order, and the ranking must
+    # not depend on it (a job, a model and a seed give the same run).
+    out.sort(key=lambda r: (-r[1], r[0]))
     return out
 
 
