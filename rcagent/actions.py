@@ -25,6 +25,15 @@ class Action:
         return {"thought": self.thought, "action": self.name, "arguments": self.arguments}
 
 
+@dataclass
+class SchemaLimits:
+    """What the error handlers would reject, expressed in the schema (see stabilizers.handlers.limits)."""
+    spent: dict[str, set[str]] = field(default_factory=dict)  # tool -> entities called ("" = no entity)
+    allow_finalize: bool = True
+    finalize_entities: list[str] | None = None                # None: the whole inventory
+    evidence_min: int = 0
+
+
 def _param_schema(p, entities: list[str]) -> dict:
     if p.entity and entities:
         return {"type": "string", "enum": entities}
@@ -42,30 +51,42 @@ def _branch(name: str, properties: dict, required: list[str]) -> dict:
         "required": ["thought", "action", "arguments"], "additionalProperties": False}
 
 
-def finalize_schema(entities: list[str]) -> dict:
+FINALIZE_ARGS = ("root_causes", "root_cause", "solution", "evidence", "responsibility")
+
+
+def finalize_schema(entities: list[str], evidence_min: int = 0) -> dict:
     item = {"type": "string", "enum": entities} if entities else {"type": "string"}
+    quote = {"type": "string", "maxLength": 120, **({"minLength": evidence_min} if evidence_min else {})}
     return {
         "root_causes": {"type": "array", "items": item, "minItems": 1, "maxItems": 3},
         "root_cause": {"type": "string", "maxLength": TEXT_MAX},
         "solution": {"type": "string", "maxLength": TEXT_MAX},
-        "evidence": {"type": "array", "items": {"type": "string", "maxLength": 120}, "minItems": 1, "maxItems": 3},
+        "evidence": {"type": "array", "items": quote, "minItems": 1, "maxItems": 3},
         "responsibility": {"type": "string", "maxLength": 60},
     }
 
 
 def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool = True,
-                  snapshot_keys: list[str] | None = None) -> dict:
+                  snapshot_keys: list[str] | None = None, limits: SchemaLimits | None = None) -> dict:
     """anyOf one branch per tool, read_snapshot (once the run has snapshots: their keys enumerated) and
-    finalize; only finalize when allow_tools is False."""
+    finalize; only finalize when allow_tools is False. `limits` drops what the error handlers would reject."""
+    limits = limits or SchemaLimits()
     branches = []
     if allow_tools:
         for tool in tools.values():
-            props = {p.name: _param_schema(p, entities) for p in tool.params}
+            spent = limits.spent.get(tool.name, set())
+            if tool.entity_param is None and spent:
+                continue
+            left = [e for e in entities if e not in spent]
+            if tool.entity_param is not None and not left:
+                continue
+            props = {p.name: _param_schema(p, left) for p in tool.params}
             branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required]))
         if snapshot_keys:
             branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": list(snapshot_keys)},
                                                       "page": {"type": "integer", "minimum": 1, "maximum": 99}},
                                     ["key"]))
-    fin = finalize_schema(entities)
-    branches.append(_branch("finalize", fin, list(fin)))
+    if limits.allow_finalize or not branches:
+        fin = finalize_schema(limits.finalize_entities or entities, limits.evidence_min)
+        branches.append(_branch("finalize", fin, list(fin)))
     return {"anyOf": branches} if len(branches) > 1 else branches[0]

@@ -41,6 +41,13 @@ class Settings:
     snapshot_threshold: int = 900      # observations longer than this (characters) go behind a key
     head_chars: int = 700              # how much of a stored observation the prompt sees
     request_timeout: float = 600.0
+    # stabilizers (each can be turned off, as the stability benchmark's ablations do)
+    constrain: bool = True             # constrained decoding: the backend follows the action's JSON schema
+    jsonregen: bool = True             # repair malformed output (json-repair, then YAML restatement)
+    yaml_rounds: int = 2               # at most this many YAML restatements per step
+    handlers: bool = True              # error handlers: repeated calls, loops, premature finalize, ...
+    loop_window: int = 6               # steps the loop handler looks back
+    cache: bool = True                 # replay identical greedy model calls from the store
     store: str = "~/.local/share/rcagent/rcagent.db"
     script: str = ""                   # scripted backend: a JSON file holding the list of responses
 

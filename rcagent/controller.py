@@ -1,9 +1,9 @@
 """The ReAct controller: the whole agent loop.
 
-The model emits one JSON action per step; tools observe the job; long observations go behind a snapshot
-key (OBSK); `finalize` ends the run with a diagnosis; the step limit ends it with a best-effort one.
-Control flow uses exceptions that carry the message to append (format errors, tool errors), as in
-mini-swe-agent. Every step is saved to the store as it happens.
+The model emits one JSON action per step; stabilizers repair its output (JsonRegen) and reject bad actions
+with a hint (error handlers); tools observe the job; long observations go behind a snapshot key (OBSK);
+`finalize` ends the run with a diagnosis; the step limit ends it with a best-effort one. Control flow uses
+exceptions that carry the message to append, as in mini-swe-agent. Every step is saved as it happens.
 """
 from __future__ import annotations
 
@@ -12,22 +12,20 @@ import time
 from typing import Callable
 
 from rcagent import prompts
-from rcagent.actions import Action, action_schema
+from rcagent.actions import Action, SchemaLimits, action_schema
 from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis, RootCause
-from rcagent.errors import AgentMessage, BadInput, ToolError, UnknownEntity
+from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, ToolError, UnknownEntity
 from rcagent.job import Job
 from rcagent.serving import Backend, Completion
-from rcagent.stabilizers import parse_action
+from rcagent.stabilizers.handlers import HANDLERS, limits
+from rcagent.stabilizers.jsonregen import JsonRegen, strict
 from rcagent.store import Store
 from rcagent.tools import Tool, load_builtin_tools, run_tool, tool_docs
 from rcagent.tools.overview import ranking
 
-Parser = Callable[[str, list[str]], Action]
-Check = Callable[[Action, "Controller"], None]  # raises AgentMessage to reject an action
-
-
 ECHO_MAX = 300
+REGEN_ANSWER_MAX = 1500   # how much of a bad answer the YAML restatement prompt quotes
 
 
 class Finalized(Exception):
@@ -37,19 +35,21 @@ class Finalized(Exception):
 
 class Controller:
     def __init__(self, job: Job, backend: Backend, store: Store, settings: Settings,
-                 tools: dict[str, Tool] | None = None, parse: Parser = parse_action,
-                 checks: tuple[Check, ...] = (), progress: Callable[[dict], None] | None = None):
+                 tools: dict[str, Tool] | None = None, progress: Callable[[dict], None] | None = None):
         self.job, self.backend, self.store, self.settings = job, backend, store, settings
         self.tools = tools if tools is not None else load_builtin_tools()
-        self.parse, self.checks, self.progress = parse, checks, progress
+        self.progress = progress
+        self.parse = JsonRegen(self.restate_as_yaml, settings.yaml_rounds) if settings.jsonregen else strict
+        self.checks = HANDLERS if settings.handlers else ()
         if not job.entities:
             raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
         self.entities = sorted(job.entities)
-        self.final_schema = action_schema(self.tools, self.entities, allow_tools=False)
-        self.history: list[Action] = []          # valid actions taken, in order
-        self.looked_at: list[str] = []           # entities the agent inspected
+        self.history: list[tuple[int, Action]] = []   # (step, action) of the tool calls taken
+        self.looked_at: list[str] = []                # entities the agent inspected
+        self.pages_read: dict[str, set[int]] = {}     # snapshot key -> pages shown (page 1 is the head)
         self.messages: list[dict] = []
-        self.step = self.invalid = self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.step = self.invalid = self.repaired = 0
+        self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
         self.run_id = ""
 
     # ---- the loop ------------------------------------------------------------------------------
@@ -58,7 +58,9 @@ class Controller:
         s = self.settings
         self.run_id = self.store.start_run(self.job.id, str(self.job.path), self.backend.name,
                                            self.backend.model, {"max_steps": s.max_steps, "seed": s.seed,
-                                                                "temperature": s.temperature})
+                                                                "temperature": s.temperature,
+                                                                "constrain": s.constrain, "jsonregen": s.jsonregen,
+                                                                "handlers": s.handlers})
         self.messages = [
             {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
                                                          tool_docs=tool_docs(self.tools))},
@@ -90,42 +92,64 @@ class Controller:
         self.step += 1
         last = self.step == self.settings.max_steps
         messages = self.messages + ([{"role": "user", "content": prompts.render("last_step")}] if last else [])
-        schema = self.final_schema if last else action_schema(
-            self.tools, self.entities, snapshot_keys=[k["key"] for k in self.store.snapshot_keys(self.run_id)])
-        completion = self.query(messages, schema)
+        completion = self.query(messages, self.schema(last))
         record = {"raw": completion.text, "prompt_tokens": completion.prompt_tokens,
                   "completion_tokens": completion.completion_tokens, "model_ms": completion.latency_ms}
         tool_start = time.perf_counter()
+        action, rounds = None, []
         try:
-            action = self.parse(completion.text, list(self.tools))
+            action, rounds = self.parse(completion.text)
             for check in self.checks:
                 check(action, self)
             observation = self.execute(action)
         except Finalized as done:
             record["tool_ms"] = (time.perf_counter() - tool_start) * 1000
-            self.save_step(action, record, observation="(finalized)", valid=True)
+            self.save_step(action, record, rounds, observation="(finalized)")
             self.emit(action, completion)
             raise done
         except AgentMessage as msg:
             self.invalid += 1
+            rounds = msg.rounds if isinstance(msg, FormatError) else rounds
+            handler = msg.handler if isinstance(msg, Handled) else ("format" if action is None else "tool")
             error = str(msg)
-            # Echo at most the start of a bad answer: a degenerate one must not fill the context.
-            self.messages += [{"role": "assistant", "content": completion.text[:ECHO_MAX]},
+            # Echo the parsed action, or at most the start of a bad answer: a degenerate one must not fill
+            # the context.
+            echo = json.dumps(action.to_dict()) if action else completion.text[:ECHO_MAX]
+            self.messages += [{"role": "assistant", "content": echo},
                               {"role": "user", "content": prompts.render("error", error=error)}]
-            self.store.add_step(self.run_id, self.step, action="(invalid)", valid=0, error=error,
+            self.store.add_step(self.run_id, self.step, action=action.name if action else "(invalid)",
+                                arguments=action.arguments if action else None, valid=0, error=error,
+                                handler=handler, repairs=json.dumps(rounds) if len(rounds) > 1 else None,
                                 tool_ms=(time.perf_counter() - tool_start) * 1000, **record)
             self.emit(None, completion, error=error)
             return
         record["tool_ms"] = (time.perf_counter() - tool_start) * 1000
         head, key = self.shorten(action.name, observation)
-        self.history.append(action)
+        self.history.append((self.step, action))
         self.messages += [
             {"role": "assistant", "content": json.dumps(action.to_dict())},
             {"role": "user", "content": prompts.render("observation", step=self.step,
                                                        max_steps=self.settings.max_steps, observation=head)},
         ]
-        self.save_step(action, record, observation=head, snapshot=key, valid=True)
+        self.save_step(action, record, rounds, observation=head, snapshot=key)
         self.emit(action, completion)
+
+    def schema(self, last: bool) -> dict | None:
+        """The next action's JSON schema (None without constrained decoding), narrowed by the handlers."""
+        if not self.settings.constrain:
+            return None
+        narrow = limits(self) if self.settings.handlers else SchemaLimits()
+        if last:
+            narrow.allow_finalize = True
+            return action_schema(self.tools, self.entities, allow_tools=False, limits=narrow)
+        keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
+        return action_schema(self.tools, self.entities, snapshot_keys=keys, limits=narrow)
+
+    def restate_as_yaml(self, answer: str, error: str) -> str:
+        """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained)."""
+        names = ", ".join(list(self.tools) + ["read_snapshot", "finalize"])
+        prompt = prompts.render("regen_yaml", answer=answer[:REGEN_ANSWER_MAX], error=error, tools=names)
+        return self.query([{"role": "user", "content": prompt}], None).text
 
     def primer(self) -> str:
         """The overview, computed before the first step: a tiny model starts from the anomaly ranking."""
@@ -140,7 +164,7 @@ class Controller:
         request = {"backend": self.backend.name, "model": self.backend.model, "messages": messages,
                    "schema": schema, "temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed}
         self.llm_calls += 1
-        cached = self.store.cached(request) if s.temperature == 0 else None
+        cached = self.store.cached(request) if s.temperature == 0 and s.cache else None
         if cached:
             c = Completion(**{**cached[0], "cached": True})
         else:
@@ -158,6 +182,9 @@ class Controller:
             raise Finalized(self.finalize(action.arguments))
         if action.name == "read_snapshot":
             return self.read_snapshot(**self._args(action, ("key", "page")))
+        if action.name not in self.tools:
+            raise ToolError(f"unknown action '{action.name}'; choose one of: "
+                            f"{', '.join(list(self.tools) + ['read_snapshot', 'finalize'])}.")
         tool = self.tools[action.name]
         args = self._args(action, tuple(p.name for p in tool.params))
         missing = [p.name for p in tool.params if p.required and not args.get(p.name)]
@@ -180,30 +207,46 @@ class Controller:
                             f"unknown argument(s): {', '.join(extra)}.")
         return {k: v for k, v in action.arguments.items() if v not in (None, "")}
 
-    def read_snapshot(self, key: str, page: int | str = 1) -> str:
-        text = self.store.snapshot(self.run_id, str(key).strip())
+    def read_snapshot(self, key: str, page: int | str | None = None) -> str:
+        key = str(key).strip()
+        text = self.store.snapshot(self.run_id, key)
         if text is None:
             keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
             raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(keys) or 'none yet'}.")
+        number = self.snapshot_page(key, page)
+        if number is None:
+            raise ToolError(f"every page of snapshot {key} was already shown.")
+        pages = self.snapshot_pages(text)
+        self.pages_read.setdefault(key, set()).add(number)
         size = self.settings.head_chars
-        pages = max(1, -(-len(text) // size))
+        return f"[snapshot {key}, page {number} of {pages}]\n{text[(number - 1) * size: number * size]}"
+
+    def snapshot_pages(self, text: str) -> int:
+        return max(1, -(-len(text) // self.settings.head_chars))
+
+    def snapshot_page(self, key: str, page: int | str | None) -> int | None:
+        """The page a read_snapshot call shows: the one asked for (clamped), else the first not yet shown."""
+        text = self.store.snapshot(self.run_id, key) or ""
+        pages = self.snapshot_pages(text)
+        if page in (None, ""):
+            unread = [p for p in range(1, pages + 1) if p not in self.pages_read.get(key, set())]
+            return unread[0] if unread else None
         try:
-            page = max(1, min(int(page), pages))
+            return max(1, min(int(page), pages))
         except (TypeError, ValueError):
             raise ToolError("page must be a number (1, 2, ...).") from None
-        chunk = text[(page - 1) * size: page * size]
-        return f"[snapshot {key}, page {page} of {pages}]\n{chunk}"
 
     def shorten(self, tool: str, observation: str) -> tuple[str, str | None]:
         """OBSK: a long observation is stored whole; the prompt sees its head and the key."""
         if len(observation) <= self.settings.snapshot_threshold or tool == "read_snapshot":
             return observation, None
         key = self.store.put_snapshot(self.run_id, self.step, tool, observation)
+        self.pages_read[key] = {1}  # the head is (about) page 1
         head = observation[: self.settings.head_chars]
         cut = head.rfind("\n")
         head = head[:cut] if cut > len(head) // 2 else head
         rest = len(observation) - len(head)
-        return f"{head}\n[... {rest} more characters stored as snapshot {key}; read_snapshot(key=\"{key}\", page=2)]", key
+        return f"{head}\n[... {rest} more characters stored as snapshot {key}; read_snapshot(key=\"{key}\") shows the next page]", key
 
     def finalize(self, args: dict) -> Diagnosis:
         names = args.get("root_causes") or []
@@ -244,15 +287,17 @@ class Controller:
 
     # ---- bookkeeping ------------------------------------------------------------------------------
     def fill_figures(self, d: Diagnosis, wall_s: float) -> None:
-        d.run_id, d.steps, d.invalid_steps = self.run_id, self.step, self.invalid
+        d.run_id, d.steps, d.invalid_steps, d.repaired_steps = self.run_id, self.step, self.invalid, self.repaired
         d.llm_calls, d.prompt_tokens, d.completion_tokens = self.llm_calls, self.prompt_tokens, self.completion_tokens
         d.wall_s, d.backend, d.model = round(wall_s, 3), self.backend.name, self.backend.model
 
-    def save_step(self, action: Action, record: dict, observation: str, snapshot: str | None = None,
-                  valid: bool = True) -> None:
+    def save_step(self, action: Action, record: dict, rounds: list[dict], observation: str,
+                  snapshot: str | None = None) -> None:
+        if len(rounds) > 1:
+            self.repaired += 1
         self.store.add_step(self.run_id, self.step, thought=action.thought, action=action.name,
-                            arguments=action.arguments, observation=observation, snapshot=snapshot,
-                            valid=int(valid), **record)
+                            arguments=action.arguments, observation=observation, snapshot=snapshot, valid=1,
+                            repairs=json.dumps(rounds) if len(rounds) > 1 else None, **record)
 
     def emit(self, action: Action | None, completion: Completion, error: str | None = None) -> None:
         if self.progress:

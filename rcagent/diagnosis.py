@@ -23,6 +23,7 @@ class Diagnosis:
     finalized: bool = False          # False when the step limit (or an error) forced a best-effort answer
     steps: int = 0
     invalid_steps: int = 0
+    repaired_steps: int = 0          # valid steps whose output JsonRegen had to repair
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -18,11 +18,23 @@ class AgentMessage(Exception):
 
 
 class FormatError(AgentMessage):
-    """The model's output was not a valid action."""
+    """The model's output was not a valid action; `rounds` records the repair attempts (JsonRegen)."""
+
+    def __init__(self, message: str, rounds: list[dict] | None = None):
+        super().__init__(message)
+        self.rounds = rounds or []
 
 
 class ToolError(AgentMessage):
     """A tool refused its arguments (unknown entity, bad parameter)."""
+
+
+class Handled(AgentMessage):
+    """An error handler rejected a well-formed action: what is wrong, and what to do instead."""
+
+    def __init__(self, handler: str, error: str, hint: str):
+        super().__init__(f"{error} Hint: {hint}")
+        self.handler, self.error, self.hint = handler, error, hint
 
 
 class BackendError(Exception):

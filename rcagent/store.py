@@ -36,7 +36,13 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
     }, pk="key")
 
 
-MIGRATIONS = [("001_initial", _m001_initial)]
+def _m002_stabilizers(db: sqlite_utils.Database) -> None:
+    # which error handler rejected a step, and JsonRegen's repair rounds (JSON) when the output needed repair
+    db["steps"].add_column("handler", str)
+    db["steps"].add_column("repairs", str)
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:

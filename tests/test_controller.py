@@ -36,15 +36,24 @@ def test_finalize_returns_ranked_inventory_entities(contacts_job, store, setting
     # the prompt: rules, task, tool docs from the registry, no few-shot examples
     system = backend.calls[0]["messages"][0]["content"]
     assert "calls(entity, direction?)" in system and "finalize(" in system
-    # the schema enumerates tools and the inventory
+    # the schema enumerates tools and the inventory; the overview is already in the prompt and finalize
+    # is only offered once something was inspected (the error handlers, as schema limits)
     branches = backend.calls[0]["schema"]["anyOf"]
     names = [b["properties"]["action"]["enum"][0] for b in branches]
-    assert {"overview", "logs", "finalize", "read_snapshot"} <= set(names)
+    assert {"logs", "metrics", "calls", "read_snapshot"} <= set(names)
+    assert "overview" not in names and "finalize" not in names
     logs = branches[names.index("logs")]["properties"]["arguments"]["properties"]["entity"]["enum"]
     assert "ts-contacts-service" in logs
     # snapshot keys are enumerated too: the run's only key so far is the overview it started from
     snap = branches[names.index("read_snapshot")]["properties"]["arguments"]["properties"]["key"]["enum"]
     assert snap == ["S1"]
+    # step 2: logs no longer offers the service it was called on; finalize names only what was inspected
+    branches = {b["properties"]["action"]["enum"][0]: b["properties"]["arguments"]["properties"]
+                for b in backend.calls[1]["schema"]["anyOf"]}
+    assert "ts-contacts-service" not in branches["logs"]["entity"]["enum"]
+    named = set(branches["finalize"]["root_causes"]["items"]["enum"])
+    assert "ts-contacts-service" in named and "ts-contacts-service-866bd68c97-xcqfx" in named
+    assert "ts-order-service" not in named
 
 
 def test_raw_newline_inside_a_string_is_accepted(contacts_job, store, settings):
@@ -91,6 +100,8 @@ def test_read_snapshot_pages_through(contacts_job, store, settings):
 
 
 def test_invalid_outputs_are_answered_and_counted(contacts_job, store, settings):
+    """Without stabilizers the controller still rejects what it cannot execute (see test_stabilizers)."""
+    settings.jsonregen = settings.handlers = False
     d, c, backend, events = run(contacts_job, store, settings,
                                 "I think the answer is contacts",          # prose
                                 act("dance", entity="x"),                   # unknown tool
@@ -111,7 +122,7 @@ def test_invalid_outputs_are_answered_and_counted(contacts_job, store, settings)
 
 
 def test_step_limit_gives_best_effort_not_exception(contacts_job, store, settings):
-    settings.max_steps = 3
+    settings.max_steps, settings.yaml_rounds = 3, 0
     d, c, backend, _ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"),
                            act("calls", entity="ts-order-service"), "garbage")
     assert not d.finalized and d.steps == 3 and d.invalid_steps == 1
@@ -168,7 +179,9 @@ def test_schema_bounds_every_action_below_the_token_budget(contacts_job, setting
 
 
 def test_a_degenerate_answer_is_echoed_only_in_part(contacts_job, store, settings):
-    d, c, backend, _ = run(contacts_job, store, settings, "{" + "1." * 2000, FINAL)
+    settings.yaml_rounds = 0
+    d, c, backend, _ = run(contacts_job, store, settings, "{" + "1." * 2000,
+                           act("logs", entity="ts-contacts-service"), FINAL)
     assert d.invalid_steps == 1
     echoed = backend.calls[1]["messages"][-2]
     assert echoed["role"] == "assistant" and len(echoed["content"]) <= 300

@@ -19,6 +19,7 @@ class Param:
     required: bool = True
     entity: bool = False            # values must come from the job's inventory
     choices: tuple[str, ...] = ()   # a fixed enumeration, if any
+    min_chars: int = 0              # shorter input is trivial (error handler), e.g. for an expert
 
 
 @dataclass(frozen=True)
@@ -27,22 +28,27 @@ class Tool:
     doc: str
     params: tuple[Param, ...]
     run: Callable[..., str] = field(compare=False)
+    expert: bool = False            # an LLM expert agent rather than a plain query
 
     def signature(self) -> str:
         args = ", ".join(p.name if p.required else f"{p.name}?" for p in self.params)
         return f"{self.name}({args})"
 
+    @property
+    def entity_param(self) -> Param | None:
+        return next((p for p in self.params if p.entity), None)
+
 
 REGISTRY: dict[str, Tool] = {}
 
 
-def register(name: str, doc: str, *params: Param):
+def register(name: str, doc: str, *params: Param, expert: bool = False):
     """Decorator: add a function `fn(job, **args) -> str` to the registry."""
     if len(params) > 2:
         raise ValueError(f"tool {name}: at most one entity and one more parameter")
 
     def wrap(fn):
-        REGISTRY[name] = Tool(name, doc, tuple(params), fn)
+        REGISTRY[name] = Tool(name, doc, tuple(params), fn, expert)
         return fn
     return wrap
 

@@ -1,0 +1,137 @@
+"""JsonRegen: repair a model output into an action in bounded rounds, each round recorded.
+
+Round 1 parses strictly. Round 2 strips what breaks JSON (code fences, prose around the object, control
+and typographic characters), repairs the rest with json-repair and maps common key aliases. Further rounds
+(at most `yaml_rounds`) ask the model to restate its own answer as YAML, which small models write more
+reliably than JSON, parse it with yaml.safe_load and convert it back: structure and content are kept.
+Every round must produce the action's shape (checked with jsonschema); whether the tool, its arguments and
+entities make sense is the error handlers' job.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+import jsonschema
+import yaml
+from json_repair import repair_json
+
+from rcagent.actions import Action
+from rcagent.errors import FormatError
+
+# The shape every round must reach: a thought, an action name, an arguments object.
+SHAPE = {
+    "type": "object",
+    "properties": {"thought": {"type": "string"}, "action": {"type": "string", "minLength": 1},
+                   "arguments": {"type": "object"}},
+    "required": ["action", "arguments"],
+}
+ALIASES = {"action": ("tool", "name", "function", "action_name"),
+           "arguments": ("args", "parameters", "params", "action_input", "input")}
+TYPOGRAPHIC = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "\u00a0": " "})
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+FENCE = re.compile(r"```[a-zA-Z]*\n?|```")
+ROUND_TEXT_MAX = 500   # how much of a regenerated answer is kept on the step
+
+
+def shape(data) -> dict:
+    """The action dict, or FormatError saying what is missing."""
+    if isinstance(data, list):
+        data = next((d for d in data if isinstance(d, dict)), None)
+    if not isinstance(data, dict):
+        raise FormatError("your answer must be one JSON object with thought, action and arguments.")
+    data = normalize(data)
+    try:
+        jsonschema.validate(data, SHAPE)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(map(str, exc.absolute_path)) or "the answer"
+        raise FormatError(f"{where}: {exc.message}.") from None
+    return data
+
+
+def normalize(data: dict) -> dict:
+    """Map key aliases (tool → action, args → arguments) and lift stray top-level arguments."""
+    data = dict(data)
+    for key, aliases in ALIASES.items():
+        if key not in data:
+            alias = next((a for a in aliases if a in data), None)
+            if alias is not None:
+                data[key] = data.pop(alias)
+    if data.get("arguments") is None and "action" in data:
+        data["arguments"] = {k: data.pop(k) for k in list(data) if k not in ("thought", "action")}
+    if isinstance(data.get("thought"), (int, float)) or data.get("thought") is None:
+        data["thought"] = str(data.get("thought") or "")
+    return data
+
+
+def to_action(data: dict) -> Action:
+    # a JSON round trip turns what YAML may produce (dates, sets of keys) into plain JSON values
+    arguments = json.loads(json.dumps(data["arguments"], default=str))
+    return Action(str(data.get("thought") or ""), str(data["action"]).strip(), arguments)
+
+
+def strict(text: str) -> tuple[Action, list[dict]]:
+    """Round 1 only: exactly one JSON object (raw newlines inside strings are accepted)."""
+    try:
+        data = json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        error = f"your answer is not valid JSON ({exc.msg} at character {exc.pos})."
+        raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
+    try:
+        action = to_action(shape(data))
+    except FormatError as exc:
+        raise FormatError(str(exc), [{"round": 1, "method": "strict", "ok": False, "error": str(exc)}]) from None
+    return action, [{"round": 1, "method": "strict", "ok": True}]
+
+
+def clean(text: str) -> str:
+    """Strip what breaks JSON: fences, control and typographic characters, prose before the object."""
+    text = CONTROL.sub("", FENCE.sub("", text.translate(TYPOGRAPHIC))).strip()
+    start = text.find("{")
+    return text[start:] if start > 0 else text
+
+
+class JsonRegen:
+    """Callable parser: text -> (Action, rounds).
+
+    `regenerate(text, error)` asks the model to restate `text` as YAML; each YAML round passes the previous
+    round's error, so a greedy model is not asked the identical question twice.
+    """
+
+    def __init__(self, regenerate: Callable[[str, str], str] | None = None, yaml_rounds: int = 1):
+        self.regenerate = regenerate
+        self.yaml_rounds = yaml_rounds if regenerate else 0
+
+    def __call__(self, text: str) -> tuple[Action, list[dict]]:
+        try:
+            return strict(text)
+        except FormatError as exc:
+            rounds, first_error = exc.rounds, str(exc)
+        error = first_error
+        for method in ["repair"] + ["yaml"] * self.yaml_rounds:
+            record, produced = {"round": len(rounds) + 1, "method": method}, {}
+            try:
+                if method == "repair":
+                    cleaned = clean(text)
+                    data = repair_json(cleaned, return_objects=True) if cleaned else ""
+                else:
+                    answer = self.regenerate(text, error)
+                    produced = {"text": answer[:ROUND_TEXT_MAX]}
+                    data = read_yaml(answer)
+                action = to_action(shape(data))
+            except FormatError as err:
+                error = str(err)
+                rounds.append({**record, "ok": False, "error": error, **produced})
+                continue
+            rounds.append({**record, "ok": True, **produced})
+            return action, rounds
+        raise FormatError(first_error, rounds)
+
+
+def read_yaml(answer: str):
+    body = FENCE.sub("", CONTROL.sub("", answer.translate(TYPOGRAPHIC))).strip()
+    try:
+        return yaml.safe_load(body)
+    except yaml.YAMLError as exc:
+        raise FormatError(f"the YAML restatement does not parse ({str(exc).splitlines()[0]}).") from None
