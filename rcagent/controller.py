@@ -25,7 +25,8 @@ from rcagent.tools import Tool, load_builtin_tools, run_tool, tool_docs
 from rcagent.tools.overview import ranking
 
 ECHO_MAX = 300
-REGEN_ANSWER_MAX = 1500   # how much of a bad answer the YAML restatement prompt quotes
+REGEN_ANSWER_MAX = 600    # how much of a bad answer the YAML restatement prompt quotes
+REGEN_MAX_TOKENS = 400    # a YAML action is short; a longer restatement is degenerate
 
 
 class Finalized(Exception):
@@ -149,7 +150,7 @@ class Controller:
         """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained)."""
         names = ", ".join(list(self.tools) + ["read_snapshot", "finalize"])
         prompt = prompts.render("regen_yaml", answer=answer[:REGEN_ANSWER_MAX], error=error, tools=names)
-        return self.query([{"role": "user", "content": prompt}], None).text
+        return self.query([{"role": "user", "content": prompt}], None, REGEN_MAX_TOKENS).text
 
     def primer(self) -> str:
         """The overview, computed before the first step: a tiny model starts from the anomaly ranking."""
@@ -159,17 +160,18 @@ class Controller:
         return head
 
     # ---- model calls (cached by the full request, so a run replays) ------------------------------
-    def query(self, messages: list[dict], schema: dict) -> Completion:
+    def query(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None) -> Completion:
         s = self.settings
+        max_tokens = max_tokens or s.max_tokens
         request = {"backend": self.backend.name, "model": self.backend.model, "messages": messages,
-                   "schema": schema, "temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed}
+                   "schema": schema, "temperature": s.temperature, "max_tokens": max_tokens, "seed": s.seed}
         self.llm_calls += 1
         cached = self.store.cached(request) if s.temperature == 0 and s.cache else None
         if cached:
             c = Completion(**{**cached[0], "cached": True})
         else:
             c = self.backend.complete(messages, schema=schema, n=1, temperature=s.temperature,
-                                      max_tokens=s.max_tokens)[0]
+                                      max_tokens=max_tokens)[0]
             self.store.cache(request, [{"text": c.text, "prompt_tokens": c.prompt_tokens,
                                         "completion_tokens": c.completion_tokens, "latency_ms": c.latency_ms}])
         self.prompt_tokens += c.prompt_tokens

@@ -30,6 +30,41 @@ class Backend(Protocol):
         ...
 
 
+REPEAT_PROBE = 64   # characters: output whose last 64 characters already occurred in it is looping
+
+
+def json_object_done(text: str) -> bool:
+    """True once text holds a complete top-level JSON object (braces balanced outside strings)."""
+    depth, in_string, escaped, opened = 0, False, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth, opened = depth + 1, True
+        elif ch == "}":
+            depth -= 1
+            if opened and depth == 0:
+                return True
+    return False
+
+
+def stop_early(text: str) -> bool:
+    """When unconstrained generation may stop: an answer that opens with a JSON object ends when the object
+    closes (what follows it is never part of the action), and an answer that repeats itself is degenerate."""
+    body = text.lstrip().removeprefix("```json").removeprefix("```").lstrip()
+    if body.startswith("{") and json_object_done(body):
+        return True
+    probe = text[-REPEAT_PROBE:]
+    return len(text) >= 3 * REPEAT_PROBE and text.find(probe) < len(text) - REPEAT_PROBE
+
+
 BACKENDS: dict[str, Callable] = {}
 
 

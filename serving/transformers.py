@@ -2,7 +2,7 @@
 
 Needs the optional extra `rcagent[transformers]` (torch 2.13.0 CPU, transformers, gguf). Nothing is fetched
 from a hub: the folder (or .gguf file) must be on disk. Output is not grammar-constrained here: the system
-prompt states the action format, generation stops once a complete JSON object has been written, and the
+prompt states the action format, generation stops early (serving.stop_early), and the
 controller's parsing (and the stabilizers) handle what the model emits.
 """
 from __future__ import annotations
@@ -11,33 +11,11 @@ import time
 from pathlib import Path
 
 from rcagent.errors import BadInput
-from rcagent.serving import Completion, register_backend
+from rcagent.serving import Completion, register_backend, stop_early
 
 
-def json_object_done(text: str) -> bool:
-    """True once text holds a complete top-level JSON object (braces balanced outside strings)."""
-    depth, in_string, escaped, opened = 0, False, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth, opened = depth + 1, True
-        elif ch == "}":
-            depth -= 1
-            if opened and depth == 0:
-                return True
-    return False
-
-
-class JsonObjectDone:
-    """A stopping criterion: stop generating once the new text closes its first JSON object."""
+class StopEarly:
+    """A stopping criterion: stop once the new text closes its JSON object or repeats itself (stop_early)."""
 
     def __init__(self, tokenizer, prompt_len: int):
         self.tokenizer, self.prompt_len = tokenizer, prompt_len
@@ -45,7 +23,7 @@ class JsonObjectDone:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
         text = self.tokenizer.decode(input_ids[0][self.prompt_len:], skip_special_tokens=True)
-        return torch.full((input_ids.shape[0],), json_object_done(text), dtype=torch.bool)
+        return torch.full((input_ids.shape[0],), stop_early(text), dtype=torch.bool)
 
 
 class TransformersBackend:
@@ -84,7 +62,7 @@ class TransformersBackend:
             gen = self.lm.generate(ids, max_new_tokens=max_tokens, do_sample=temperature > 0,
                                    temperature=temperature if temperature > 0 else None,
                                    pad_token_id=self.tokenizer.eos_token_id,
-                                   stopping_criteria=[JsonObjectDone(self.tokenizer, ids.shape[1])])
+                                   stopping_criteria=[StopEarly(self.tokenizer, ids.shape[1])])
             new = gen[0][ids.shape[1]:]
             out.append(Completion(self.tokenizer.decode(new, skip_special_tokens=True), int(ids.shape[1]),
                                   int(new.shape[0]), (time.perf_counter() - start) * 1000))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 BUILTIN_ACTIONS = ("read_snapshot", "finalize")
 NEAR_IDENTICAL = 80      # rapidfuzz ratio of the non-entity arguments above which two calls are the same
 EVIDENCE_MIN_CHARS = 10  # an evidence item shorter than this quotes nothing
+SAME_TOOL_RUN = 3        # a tool called this many times in a row is a rut: the next call must use another
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -149,11 +150,20 @@ def repeated_call(action: "Action", agent: "Controller") -> None:
                           "its result is above.", f"call another tool or entity: {next_suspect(agent)}.")
 
 
+def rut(agent: "Controller") -> str | None:
+    """The tool of the last SAME_TOOL_RUN steps when they all used one tool (e.g. topology on everything)."""
+    last = [a.name for _, a in agent.history[-SAME_TOOL_RUN:]]
+    return last[0] if len(last) == SAME_TOOL_RUN and len(set(last)) == 1 and last[0] in agent.tools else None
+
+
 def loop(action: "Action", agent: "Controller") -> None:
     """Near-identical or alternating calls within a sliding window: the same tool on the same entity twice
-    more with other arguments, or once more with nearly the same ones."""
+    more with other arguments, or once more with nearly the same ones; or one tool in a rut."""
     if action.name in BUILTIN_ACTIONS:
         return
+    if rut(agent) == action.name:
+        raise Handled("loop", f"{action.name} was called {SAME_TOOL_RUN} times in a row.",
+                      "look at the evidence with another tool (metrics, logs, calls), or finalize.")
     tool = agent.tools[action.name]
     args = resolved(agent, action)
     entity = args.get(tool.entity_param.name) if tool.entity_param else None
@@ -204,5 +214,7 @@ def limits(agent: "Controller") -> SchemaLimits:
         if tool is not None:
             args = resolved(agent, a)
             spent.setdefault(a.name, set()).add(str(args.get(tool.entity_param.name, "")) if tool.entity_param else "")
+    if rut(agent):
+        spent[rut(agent)] = set(agent.job.entities) | {""}
     return SchemaLimits(spent=spent, allow_finalize=bool(agent.looked_at),
                         finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS)
