@@ -1,7 +1,8 @@
 """JsonRegen: repair a model output into an action in bounded rounds, each round recorded.
 
 Round 1 parses strictly. Round 2 strips what breaks JSON (code fences, prose around the object, control
-and typographic characters), repairs the rest with json-repair and maps common key aliases. Further rounds
+and typographic characters), repairs the rest with json-repair (or reads output that is already YAML-ish)
+and maps common key aliases. Further rounds
 (at most `yaml_rounds`) ask the model to restate its own answer as YAML, which small models write more
 reliably than JSON, parse it with yaml.safe_load and convert it back: structure and content are kept.
 Every round must produce the action's shape (checked with jsonschema); whether the tool, its arguments and
@@ -113,8 +114,7 @@ class JsonRegen:
             record, produced = {"round": len(rounds) + 1, "method": method}, {}
             try:
                 if method == "repair":
-                    cleaned = clean(text)
-                    data = repair_json(cleaned, return_objects=True) if cleaned else ""
+                    data = repaired(text)
                 else:
                     answer = self.regenerate(text, error)
                     produced = {"text": answer[:ROUND_TEXT_MAX]}
@@ -127,6 +127,18 @@ class JsonRegen:
             rounds.append({**record, "ok": True, **produced})
             return action, rounds
         raise FormatError(first_error, rounds)
+
+
+def repaired(text: str):
+    """json-repair on the cleaned text; output that already is YAML-ish (key: value lines) is read as YAML."""
+    cleaned = clean(text)
+    data = repair_json(cleaned, return_objects=True) if cleaned else ""
+    if not isinstance(data, (dict, list)) or not data:
+        try:
+            data = read_yaml(text)
+        except FormatError:
+            pass
+    return data
 
 
 def read_yaml(answer: str):

@@ -1,0 +1,260 @@
+"""Stabilizers: JsonRegen on real malformed outputs, and every error handler through the controller.
+
+The malformed outputs are SmolLM2-135M's own (recorded on tt-8ed0d397): its degenerate unconstrained answer,
+and a constrained action and finalize of the same run, cut, wrapped in prose, single-quoted and written as
+YAML the way small models do.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rcagent.controller import Controller
+from rcagent.errors import FormatError
+from rcagent.serving.scripted import ScriptedBackend
+from rcagent.stabilizers.jsonregen import JsonRegen, strict
+from rcagent.tools import Param, Tool, load_builtin_tools
+
+# Real SmolLM2 outputs (unconstrained: it degenerates into repetition; constrained: valid, but a cut at
+# max_tokens or a model without a grammar gives the variants below).
+DEGENERATE = "The incident tt-8e0d397.\n\n" * 8
+REAL_ACTION = ('{"thought": "The root cause of the incident is the service that was removed from the network.", '
+               '"action": "metrics", "arguments": {"entity": "ts-preserve-other-service-66646bdb5b-fw7x9"}}')
+REAL_FINAL = ('{"thought": "The root cause of the incident is the service that was removed", "action": "finalize", '
+              '"arguments": {"root_causes": ["ts-consign-service-7dcdfcb995-xx84c", "ts-config-service-5fcd447d84-'
+              'wxwjd"],"root_cause": "ts-consign-service-7dcdfcb995-xx84c", "solution": "ts-config-service-5fcd4'
+              '47d84-wxwjd", "evidence": ["ts-seat-service-5c95b49cff-tdsdz"],"responsibility": "ts-config"}}')
+TRUNCATED = REAL_FINAL[:REAL_FINAL.index('"solution"') + 20]
+PROSE = f"Sure! Here is my next step:\n```json\n{REAL_ACTION}\n```\nAfter that I will check the logs."
+SINGLE_QUOTES = REAL_ACTION.replace('"', "'")
+YAMLISH = ("thought: The root cause may be the preserve service\naction: metrics\narguments:\n"
+           "  entity: ts-preserve-other-service-66646bdb5b-fw7x9")
+
+
+# ---- JsonRegen on its own ------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [TRUNCATED, PROSE, SINGLE_QUOTES, YAMLISH])
+def test_repair_round_fixes_malformed_output_without_the_model(text):
+    action, rounds = JsonRegen()(text)
+    assert [(r["method"], r["ok"]) for r in rounds] == [("strict", False), ("repair", True)]
+    assert action.name in ("metrics", "finalize")
+    if action.name == "metrics":
+        assert action.arguments == {"entity": "ts-preserve-other-service-66646bdb5b-fw7x9"}
+
+
+def test_truncated_finalize_keeps_what_was_written():
+    action, _ = JsonRegen()(TRUNCATED)
+    assert action.arguments["root_causes"] == ["ts-consign-service-7dcdfcb995-xx84c",
+                                               "ts-config-service-5fcd447d84-wxwjd"]
+    assert action.arguments["root_cause"] == "ts-consign-service-7dcdfcb995-xx84c"
+
+
+def test_key_aliases_are_mapped():
+    action, _ = JsonRegen()('{"tool": "logs", "args": {"entity": "ts-order-service"}}')
+    assert (action.name, action.arguments) == ("logs", {"entity": "ts-order-service"})
+
+
+def test_yaml_restatement_round_asks_the_model_and_keeps_content():
+    asked = []
+
+    def restate(text, error):
+        asked.append((text, error))
+        return "thought: check it\naction: logs\narguments:\n  entity: ts-contacts-service\n"
+
+    action, rounds = JsonRegen(restate, yaml_rounds=2)("I would look at the logs of the contacts service")
+    assert (action.name, action.arguments) == ("logs", {"entity": "ts-contacts-service"})
+    assert [r["method"] for r in rounds] == ["strict", "repair", "yaml"] and rounds[-1]["ok"]
+    assert asked[0][0].startswith("I would look") and "JSON object" in asked[0][1]
+
+
+def test_degenerate_output_fails_after_bounded_rounds_each_recorded():
+    errors = []
+
+    def restate(text, error):
+        errors.append(error)
+        return DEGENERATE  # what SmolLM2 actually answers: it copies the junk
+
+    with pytest.raises(FormatError) as exc:
+        JsonRegen(restate, yaml_rounds=2)(DEGENERATE)
+    assert [r["method"] for r in exc.value.rounds] == ["strict", "repair", "yaml", "yaml"]
+    assert not any(r["ok"] for r in exc.value.rounds) and exc.value.rounds[2]["text"].startswith("The incident")
+    assert len(errors) == 2  # one model call per YAML round, no more
+    assert "not valid JSON" in str(exc.value)
+
+
+def test_strict_parser_rejects_what_jsonregen_repairs():
+    with pytest.raises(FormatError):
+        strict(SINGLE_QUOTES)
+
+
+# ---- through the controller on a real job -----------------------------------------------------------------
+def act(action, thought="checking", **arguments):
+    return json.dumps({"thought": thought, "action": action, "arguments": arguments})
+
+
+GOOD_FINAL = act("finalize", root_causes=["ts-contacts-service"], root_cause="contacts returns no contacts",
+                 solution="fix ContactsServiceImpl", evidence=["NEW ERROR No contacts according to contactsId"],
+                 responsibility="contacts team")
+LOGS = act("logs", entity="ts-contacts-service")
+
+
+def run(job, store, settings, *responses, tools=None):
+    backend = ScriptedBackend(list(responses))
+    controller = Controller(job, backend, store, settings, tools=tools)
+    diagnosis = controller.run()
+    return diagnosis, store.steps(diagnosis.run_id), backend
+
+
+def test_repaired_step_is_valid_and_its_rounds_are_stored(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings, PROSE.replace(
+        "ts-preserve-other-service-66646bdb5b-fw7x9", "ts-contacts-service"), GOOD_FINAL)
+    assert d.finalized and d.invalid_steps == 0 and d.repaired_steps == 1
+    assert steps[0]["action"] == "metrics" and steps[0]["valid"] == 1
+    assert [r["method"] for r in json.loads(steps[0]["repairs"])] == ["strict", "repair"]
+
+
+def test_yaml_round_goes_through_the_model(contacts_job, store, settings):
+    d, steps, backend = run(contacts_job, store, settings, "I would look at the logs of ts-contacts-service",
+                            "thought: look\naction: logs\narguments:\n  entity: ts-contacts-service", GOOD_FINAL)
+    assert d.finalized and d.steps == 2 and d.llm_calls == 3 and d.repaired_steps == 1
+    regen = backend.calls[1]
+    assert regen["schema"] is None and "Restate the same answer as YAML" in regen["messages"][-1]["content"]
+    assert "I would look at the logs" in regen["messages"][-1]["content"]
+    assert steps[0]["action"] == "logs" and json.loads(steps[0]["repairs"])[-1]["method"] == "yaml"
+
+
+def test_without_jsonregen_the_same_output_is_invalid(contacts_job, store, settings):
+    settings.jsonregen = False
+    d, steps, _ = run(contacts_job, store, settings, SINGLE_QUOTES, LOGS, GOOD_FINAL)
+    assert d.invalid_steps == 1 and steps[0]["handler"] == "format" and steps[0]["repairs"] is None
+
+
+def handled(steps, i):
+    return steps[i]["handler"], steps[i]["error"]
+
+
+def test_finalize_at_step_one_is_premature(contacts_job, store, settings):
+    d, steps, backend = run(contacts_job, store, settings, GOOD_FINAL, LOGS, GOOD_FINAL)
+    handler, error = handled(steps, 0)
+    assert handler == "premature_finalize" and "no tool was called yet" in error
+    assert "Hint: inspect the top suspect first: " in error and "(entity=" in error
+    assert d.finalized and d.invalid_steps == 1 and d.steps == 3
+    # the model is told, and a constrained model would not have been offered finalize at all
+    assert "no tool was called yet" in backend.calls[1]["messages"][-1]["content"]
+    assert "finalize" not in [b["properties"]["action"]["enum"][0] for b in backend.calls[0]["schema"]["anyOf"]]
+
+
+def test_finalize_naming_entities_never_looked_at(contacts_job, store, settings):
+    bad = act("finalize", root_causes=["ts-order-service"], root_cause="order is slow", solution="restart it",
+              evidence=["order latency up 3 sd"], responsibility="order team")
+    d, steps, _ = run(contacts_job, store, settings, LOGS, bad, GOOD_FINAL)
+    handler, error = handled(steps, 1)
+    assert handler == "premature_finalize" and "ts-order-service, never inspected" in error
+    assert 'metrics(entity="ts-order-service")' in error and "ts-contacts-service" in error
+
+
+def test_a_pod_of_an_inspected_service_counts_as_looked_at(contacts_job, store, settings):
+    pod = act("finalize", root_causes=["ts-contacts-service-866bd68c97-xcqfx"], root_cause="contacts pod fails",
+              solution="fix it", evidence=["NEW ERROR No contacts according to contactsId"], responsibility="x")
+    d, steps, _ = run(contacts_job, store, settings, LOGS, pod)
+    assert d.finalized and d.invalid_steps == 0
+
+
+def test_finalize_without_evidence(contacts_job, store, settings):
+    bare = act("finalize", root_causes=["ts-contacts-service"], root_cause="contacts", solution="fix",
+               evidence=["ok"], responsibility="x")
+    d, steps, _ = run(contacts_job, store, settings, LOGS, bare, GOOD_FINAL)
+    assert handled(steps, 1) == ("premature_finalize", steps[1]["error"])
+    assert "without evidence" in steps[1]["error"] and "quote" in steps[1]["error"]
+
+
+def test_repeated_call_is_answered_with_a_new_suspect(contacts_job, store, settings):
+    d, steps, backend = run(contacts_job, store, settings, LOGS, LOGS, GOOD_FINAL)
+    handler, error = handled(steps, 1)
+    assert handler == "repeated_call"
+    assert 'already called logs(entity="ts-contacts-service") at step 1' in error
+    suggestion = error.split("Hint: call another tool or entity: ")[1]
+    assert suggestion != 'logs(entity="ts-contacts-service").'
+    assert d.invalid_steps == 1 and steps[1]["valid"] == 0 and steps[1]["action"] == "logs"
+    # the model sees its parsed action and the error, and the schema no longer offers the repeat
+    assert json.loads(backend.calls[2]["messages"][-2]["content"])["action"] == "logs"
+    logs = [b for b in backend.calls[1]["schema"]["anyOf"] if b["properties"]["action"]["enum"] == ["logs"]][0]
+    assert "ts-contacts-service" not in logs["properties"]["arguments"]["properties"]["entity"]["enum"]
+
+
+def test_fuzzy_name_of_the_same_entity_is_a_repeat_too(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings, LOGS, act("logs", entity="TS-CONTACTS-SERVICE"), GOOD_FINAL)
+    assert steps[1]["handler"] == "repeated_call"
+
+
+def test_near_identical_calls_in_the_window_are_a_loop(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings,
+                      act("logs", entity="ts-contacts-service", query="error"),
+                      act("metrics", entity="ts-contacts-service"),
+                      act("logs", entity="ts-contacts-service", query="errors"), GOOD_FINAL)
+    assert [s["handler"] for s in steps[:3]] == [None, None, "loop"]
+    assert "going round in circles" in steps[2]["error"]
+
+
+def test_alternating_calls_with_new_arguments_are_a_loop(contacts_job, store, settings):
+    """An exact-duplicate check misses this: every call differs, but it keeps circling two tools."""
+    d, steps, _ = run(contacts_job, store, settings,
+                      LOGS, act("metrics", entity="ts-contacts-service"),
+                      act("logs", entity="ts-contacts-service", query="timeout"),
+                      act("metrics", entity="ts-contacts-service", metric="cpu"),
+                      act("logs", entity="ts-contacts-service", query="exception"), GOOD_FINAL)
+    assert [s["handler"] for s in steps[:5]] == [None, None, None, None, "loop"]
+
+
+def test_one_tool_in_a_rut_is_a_loop(contacts_job, store, settings):
+    names = ["ts-contacts-service", "ts-order-service", "ts-station-service", "ts-route-service"]
+    d, steps, backend = run(contacts_job, store, settings, *[act("topology", entity=n) for n in names],
+                            GOOD_FINAL)
+    assert [s["handler"] for s in steps[:4]] == [None, None, None, "loop"]
+    offered = [b["properties"]["action"]["enum"][0] for b in backend.calls[3]["schema"]["anyOf"]]
+    assert "topology" not in offered and "metrics" in offered
+
+
+def test_unknown_tool_argument_and_entity_get_hints(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings,
+                      act("metric", entity="ts-contacts-service"),
+                      act("logs", entity="ts-contacts-service", level="error"),
+                      act("logs", entity="contacts-svc"), LOGS, GOOD_FINAL)
+    assert [s["handler"] for s in steps[:3]] == ["unknown_tool", "bad_arguments", "unknown_entity"]
+    assert "did you mean metrics?" in steps[0]["error"]
+    assert "unknown argument(s) level" in steps[1]["error"] and "logs(entity, query?)" in steps[1]["error"]
+    assert "nearest names:" in steps[2]["error"] and "ts-contacts-service" in steps[2]["error"]
+    assert d.finalized and d.invalid_steps == 3
+
+
+def test_trivial_input_to_an_expert(contacts_job, store, settings):
+    expert = Tool("explain_code", "An expert reads a class", (Param("target", "a class or file name", min_chars=4),),
+                  run=lambda job, target: f"read {target}", expert=True)
+    tools = {**load_builtin_tools(), "explain_code": expert}
+    d, steps, _ = run(contacts_job, store, settings, act("explain_code", target=""), act("explain_code", target=" "),
+                      act("explain_code", target="ab"), act("explain_code", target="ContactsServiceImpl"),
+                      LOGS, GOOD_FINAL, tools=tools)
+    assert [s["handler"] for s in steps[:4]] == ["bad_arguments", "trivial_input", "trivial_input", None]
+    assert "missing target" in steps[0]["error"] and "at least 4 characters" in steps[2]["error"]
+    assert steps[3]["observation"] == "read ContactsServiceImpl"
+
+
+def test_read_snapshot_without_page_shows_the_next_unread_page(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings, act("read_snapshot", key="S1"),
+                      act("read_snapshot", key="S1"), act("read_snapshot", key="S1", page=2), LOGS, GOOD_FINAL)
+    assert steps[0]["observation"].startswith("[snapshot S1, page 2 of")
+    assert steps[1]["observation"].startswith("[snapshot S1, page 3 of")
+    assert steps[2]["handler"] == "repeated_call" and "page 2 of snapshot S1 was already shown" in steps[2]["error"]
+
+
+def test_without_handlers_the_same_mistakes_go_through(contacts_job, store, settings):
+    settings.handlers = False
+    d, steps, backend = run(contacts_job, store, settings, LOGS, LOGS, GOOD_FINAL)
+    assert d.finalized and d.invalid_steps == 0 and d.steps == 3
+    assert "finalize" in [b["properties"]["action"]["enum"][0] for b in backend.calls[0]["schema"]["anyOf"]]
+
+
+def test_without_constraint_no_schema_is_sent(contacts_job, store, settings):
+    settings.constrain = False
+    d, steps, backend = run(contacts_job, store, settings, LOGS, GOOD_FINAL)
+    assert d.finalized and all(c["schema"] is None for c in backend.calls)
