@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import yaml
+
+from rcagent.labels import lenient_truth, load_label
 
 
 def main() -> None:
@@ -61,8 +62,7 @@ def summarise(root: Path, out: Path) -> None:
     for r in ok:
         ents = set(pq.read_table(root / "jobs" / r["job"] / "entities.parquet").column("id").to_pylist())
         in_inventory += all(c["entity"] in ents for c in r["root_causes"]) and bool(r["root_causes"])
-        lab = yaml.safe_load((root / "labels" / f"{r['job']}.yaml").read_text())
-        truth = {rc["entity"] for rc in lab["root_causes"]} | {rc.get("service") for rc in lab["root_causes"]}
+        truth = lenient_truth(load_label(root / "labels", r["job"]))
         names = [c["entity"] for c in r["root_causes"]]
         top1 += bool(names) and names[0] in truth
         top3 += any(n in truth for n in names[:3])

@@ -1,4 +1,4 @@
-"""The `rcagent` command line: import, analyze, show, runs."""
+"""The `rcagent` command line: import, analyze, show, runs, bench."""
 from __future__ import annotations
 
 import functools
@@ -169,6 +169,54 @@ def runs(store, limit, fmt):
         return
     for r in rows:
         click.echo(f"{r['id']}  {r['started'][:19]}  {r['job']:<14} {r['backend']}/{r['model']}  {r['status']}")
+
+
+@cli.group()
+def bench():
+    """Benchmarks on imported jobs (they call the model: minutes, not seconds)."""
+
+
+@bench.command("stability")
+@click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
+              help="Folder of job folders (or the import folder holding jobs/ and labels/).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1), help="How many jobs to sample.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the sample (jobs drawn evenly across systems).")
+@click.option("--ablate", default="constrain,jsonregen,handlers", show_default=True,
+              help="Stabilizers to turn off, one configuration each, beside the full one: "
+                   "constrain, jsonregen, handlers, all (every one off); empty for the full one only.")
+@model_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the results as JSON (one object per configuration).")
+@output_format
+def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_url, allow_remote, max_steps, store,
+                    script, out, fmt):
+    """Pass Rate and Invalid Rate of the controller with each stabilizer on and off."""
+    import datetime as dt
+
+    from rcagent.config import cache_dir
+    from rcagent.stability import configurations, find_jobs, run_benchmark, table, write
+    from rcagent.store import Store
+
+    if not Path(jobs_dir).expanduser().is_dir():
+        raise BadInput(f"--jobs {jobs_dir}: not a folder")
+    configurations(ablate)               # bad input is refused before anything runs
+    find_jobs(Path(jobs_dir).expanduser())
+    settings = load_settings(config, backend=backend, model=model, base_url=base_url, allow_remote=allow_remote,
+                             max_steps=max_steps, script=script)
+    if backend and not model and backend != "local":
+        settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    store_path = Path(store).expanduser() if store else cache_dir() / "bench" / f"stability-{stamp}.db"
+    db = Store(store_path)
+    click.echo(f"model {settings.backend}/{settings.model}; runs stored in {store_path}", err=True)
+    jobs, results = run_benchmark(Path(jobs_dir).expanduser(), settings, ablate, limit, seed, db,
+                                  progress=lambda line: click.echo(line, err=True))
+    if out:
+        write(results, jobs, seed, Path(out))
+    if fmt == "json":
+        click.echo(json.dumps({"seed": seed, "sample": [j.name for j in jobs], "results": results}, indent=2))
+    else:
+        click.echo(f"{len(jobs)} jobs (seed {seed}): {', '.join(j.name for j in jobs)}\n")
+        click.echo(table(results, fmt))
 
 
 def main() -> None:

@@ -38,10 +38,13 @@ def render_steps(run: dict, steps: list[dict], fmt: str = "text") -> str:
     out = [f"Run {run['id']} on {run['job']} ({run['backend']} / {run['model']}): {run['status']}, "
            f"started {run['started']}"]
     for s in steps:
-        mark = "" if s["valid"] else " INVALID"
+        mark = "" if s["valid"] else f" INVALID ({s.get('handler') or 'rejected'})"
         out.append(f"\n--- step {s['step']}{mark}: {s['action']} {s['arguments'] or ''}")
         if s.get("thought"):
             out.append(f"thought: {s['thought']}")
+        if s.get("repairs"):
+            rounds = json.loads(s["repairs"])
+            out.append("repair: " + ", ".join(f"{r['method']} {'ok' if r['ok'] else 'failed'}" for r in rounds))
         if s.get("error"):
             out.append(f"error: {s['error']}\nraw: {(s.get('raw') or '')[:300]}")
         if s.get("observation"):

@@ -55,7 +55,7 @@ def test_analyze_writes_report_and_show_replays(job_of, tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"thought": "look at logs", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
-        "this is not json",
+        {"thought": "look again", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
         {"thought": "done", "action": "finalize", "arguments": {
             "root_causes": ["ts-contacts-service"], "root_cause": "contacts fails", "solution": "fix it",
             "evidence": ["NEW ERROR line"], "responsibility": "contacts team"}},
@@ -74,7 +74,8 @@ def test_analyze_writes_report_and_show_replays(job_of, tmp_path):
     assert d["root_causes"][0] == {"entity": "ts-contacts-service", "kind": "service", "score": 1.0}
     assert d["steps"] == 3 and d["invalid_steps"] == 1
     shown = rcagent("show", d["run_id"][:6], "--store", db)
-    assert shown.returncode == 0 and "step 2 INVALID" in shown.stdout and "No contacts" in shown.stdout
+    assert shown.returncode == 0 and "step 2 INVALID (repeated_call)" in shown.stdout
+    assert "No contacts" in shown.stdout
     keys = rcagent("show", d["run_id"], "--snapshots", "--store", db)
     assert "S1  step 0  overview" in keys.stdout
     snap = rcagent("show", d["run_id"], "--snapshot", "S1", "--store", db)
@@ -109,3 +110,36 @@ def test_ctrl_c_keeps_the_run_marked_interrupted(job_of, tmp_path):
     assert "kept in the store, marked interrupted" in err
     runs = Store(db).runs()
     assert len(runs) == 1 and runs[0]["status"] == "interrupted"
+
+
+def test_bench_stability_runs_each_configuration_side_by_side(job_of, tmp_path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    for case in ("2023-01-29_08_43", "2023-01-29_08_52"):
+        (jobs / job_of(case).name).symlink_to(job_of(case))
+    logs = {"thought": "logs", "action": "logs", "arguments": {"entity": "ts-contacts-service"}}
+    single_quoted = json.dumps(logs).replace('"', "'")
+    final = {"thought": "done", "action": "finalize", "arguments": {
+        "root_causes": ["ts-contacts-service"], "root_cause": "contacts fails", "solution": "fix it",
+        "evidence": ["NEW ERROR No contacts"], "responsibility": "contacts team"}}
+    # per job: full (repaired, then finalize), then no-jsonregen (invalid, logs, finalize)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([single_quoted, final, single_quoted, logs, final] * 2))
+    out = tmp_path / "stability.json"
+    r = rcagent("bench", "stability", "--jobs", str(jobs), "--limit", "2", "--ablate", "jsonregen",
+                "--backend", "scripted", "--script", str(script), "--store", str(tmp_path / "b.db"),
+                "--out", str(out), "--format", "md")
+    assert r.returncode == 0, r.stderr
+    full, plain_parse = json.loads(out.read_text())
+    assert (full["config"], plain_parse["config"]) == ("full", "no-jsonregen")
+    assert full["runs"] == plain_parse["runs"] == 2
+    assert full["pass_rate"] == plain_parse["pass_rate"] == 1.0
+    assert full["invalid_rate"] == 0.0 and full["repaired_rate"] == 0.5
+    assert plain_parse["invalid_rate"] == round(2 / 6, 4) and plain_parse["handled"] == {"format": 2}
+    assert "| full | 2 | 100% | 0.0% |" in r.stdout
+    assert sorted(full["sample"]) == sorted(p.name for p in jobs.iterdir())
+
+
+def test_bench_stability_rejects_unknown_ablation(tmp_path):
+    r = rcagent("bench", "stability", "--jobs", str(tmp_path), "--ablate", "magic")
+    assert r.returncode == 2 and r.stderr.strip().startswith("error:")

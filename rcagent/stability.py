@@ -1,0 +1,157 @@
+"""The stability benchmark: how often the controller acts validly, with each stabilizer on and off.
+
+For a sample of jobs drawn evenly across systems (seeded), every configuration runs on every job, the
+configurations of one job side by side, so timing noise falls evenly on all of them. Per configuration:
+Pass Rate (runs that end with a valid finalize within the step limit), Invalid Rate (invalid steps / all
+steps), mean steps, median wall time, plus the share of steps JsonRegen repaired, finalizes with no tool
+call before them, repeated tool calls, what the handlers rejected, and top-1 hits (pod or its service)
+where labels sit beside the jobs. The model-call cache is off, so every configuration really calls the model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from rcagent.config import Settings
+from rcagent.errors import BackendError, BadInput
+from rcagent.labels import labels_dir, lenient_truth, load_label
+
+ABLATIONS = {
+    "constrain": {"constrain": False},
+    "jsonregen": {"jsonregen": False},
+    "handlers": {"handlers": False},
+    "all": {"constrain": False, "jsonregen": False, "handlers": False},
+}
+
+
+def configurations(ablate: str) -> dict[str, dict]:
+    """'full' first, then one configuration per ablated stabilizer ('all' turns every one off)."""
+    names = [n.strip() for n in ablate.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ABLATIONS]
+    if unknown:
+        raise BadInput(f"--ablate: unknown stabilizer(s) {', '.join(unknown)} (choose from {', '.join(ABLATIONS)})")
+    return {"full": {}, **{("plain" if n == "all" else f"no-{n}"): ABLATIONS[n] for n in dict.fromkeys(names)}}
+
+
+def find_jobs(folder: Path) -> list[Path]:
+    folder = folder / "jobs" if (folder / "jobs").is_dir() else folder
+    jobs = sorted(p.parent for p in folder.glob("*/job.yaml"))
+    if not jobs:
+        raise BadInput(f"{folder}: no job folders (folders holding a job.yaml)")
+    return jobs
+
+
+def sample(jobs: list[Path], limit: int, seed: int) -> list[Path]:
+    """`limit` jobs spread evenly over the systems: shuffled per system (seeded), then taken in turn."""
+    by_system: dict[str, list[Path]] = {}
+    for job in jobs:
+        system = (yaml.safe_load((job / "job.yaml").read_text()) or {}).get("system", "?")
+        by_system.setdefault(system, []).append(job)
+    rng = random.Random(seed)
+    queues = []
+    for system in sorted(by_system):
+        members = sorted(by_system[system])
+        rng.shuffle(members)
+        queues.append(members)
+    picked: list[Path] = []
+    while len(picked) < limit and any(queues):
+        for q in queues:
+            if q and len(picked) < limit:
+                picked.append(q.pop(0))
+    return picked
+
+
+def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
+    from rcagent.controller import Controller
+    from rcagent.job import Job
+
+    job = Job.load(job_dir)
+    controller = Controller(job, backend, store, settings)
+    try:
+        d = controller.run()
+    except BackendError as exc:  # e.g. the context window overflowed: the run failed, the bench goes on
+        return {"job": job.id, "system": job.system, "passed": False, "finalized": False, "steps": controller.step,
+                "invalid_steps": controller.invalid + 1, "repaired_steps": controller.repaired, "wall_s": None,
+                "error": str(exc), "run_id": controller.run_id, "handlers": {}, "blind_finalize": False,
+                "tool_calls": 0, "repeated_calls": 0, "answer": []}
+    steps = store.steps(d.run_id)
+    calls = [(s["action"], s["arguments"]) for s in steps if s["valid"] and s["action"] not in ("finalize",)]
+    repeated = len(calls) - len(set(calls))
+    return {"job": job.id, "system": job.system, "run_id": d.run_id,
+            "passed": d.finalized and d.steps <= settings.max_steps, "finalized": d.finalized,
+            "steps": d.steps, "invalid_steps": d.invalid_steps, "repaired_steps": d.repaired_steps,
+            "wall_s": d.wall_s, "llm_calls": d.llm_calls,
+            "handlers": dict(Counter(s["handler"] for s in steps if s["handler"])),
+            "blind_finalize": d.finalized and not calls, "tool_calls": len(calls), "repeated_calls": repeated,
+            "answer": [rc.entity for rc in d.root_causes]}
+
+
+def summarize(name: str, overrides: dict, runs: list[dict], labels: Path) -> dict:
+    steps = sum(r["steps"] for r in runs)
+    walls = [r["wall_s"] for r in runs if r["wall_s"] is not None]
+    tool_calls = sum(r["tool_calls"] for r in runs)
+    handled: Counter = Counter()
+    for r in runs:
+        handled.update(r["handlers"])
+    hits = [bool(r["answer"]) and r["answer"][0] in lenient_truth(lab)
+            for r in runs if (lab := load_label(labels, r["job"])) is not None]
+    return {
+        "config": name, "settings": overrides, "runs": len(runs),
+        "pass_rate": round(sum(r["passed"] for r in runs) / len(runs), 4) if runs else 0.0,
+        "invalid_rate": round(sum(r["invalid_steps"] for r in runs) / steps, 4) if steps else 0.0,
+        "mean_steps": round(steps / len(runs), 2) if runs else 0.0,
+        "median_wall_s": round(statistics.median(walls), 2) if walls else None,
+        "repaired_rate": round(sum(r["repaired_steps"] for r in runs) / steps, 4) if steps else 0.0,
+        "blind_finalize": sum(r["blind_finalize"] for r in runs),
+        "repeated_call_rate": round(sum(r["repeated_calls"] for r in runs) / tool_calls, 4) if tool_calls else 0.0,
+        "handled": dict(handled.most_common()),
+        "top1": f"{sum(hits)}/{len(hits)}" if hits else None,
+        "per_job": runs,
+    }
+
+
+def run_benchmark(jobs_folder: Path, base: Settings, ablate: str, limit: int, seed: int, store,
+                  progress: Callable[[str], None] = lambda line: None) -> tuple[list[Path], list[dict]]:
+    from rcagent.serving import make_backend
+
+    configs = configurations(ablate)
+    jobs = sample(find_jobs(jobs_folder), limit, seed)
+    backend = make_backend(base)
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
+    total, done = len(jobs) * len(configs), 0
+    for job_dir in jobs:
+        for name, overrides in configs.items():
+            settings = dataclasses.replace(base, cache=False, **overrides)
+            result = one_run(job_dir, backend, store, settings)
+            runs[name].append(result)
+            done += 1
+            progress(f"[{done}/{total}] {name:<13} {result['job']:<14} "
+                     f"{'pass' if result['passed'] else 'FAIL'}  {result['steps']:>2} steps  "
+                     f"{result['invalid_steps']:>2} invalid  {result['wall_s'] or 0:.1f} s")
+    labels = labels_dir(jobs[0].parent)
+    return jobs, [summarize(name, configs[name], runs[name], labels) for name in configs]
+
+
+def table(results: list[dict], fmt: str = "text") -> str:
+    head = ["config", "runs", "pass rate", "invalid rate", "mean steps", "median wall s", "repaired",
+            "blind finalize", "repeated calls", "top-1"]
+    rows = [[r["config"], str(r["runs"]), f"{r['pass_rate']:.0%}", f"{r['invalid_rate']:.1%}", f"{r['mean_steps']:.1f}",
+             f"{r['median_wall_s']}", f"{r['repaired_rate']:.1%}", str(r["blind_finalize"]),
+             f"{r['repeated_call_rate']:.1%}", r["top1"] or "-"] for r in results]
+    if fmt == "md":
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in [head, *rows])
+
+
+def write(results: list[dict], jobs: list[Path], seed: int, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([{**r, "sample": [j.name for j in jobs], "seed": seed} for r in results], indent=2))
