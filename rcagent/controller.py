@@ -49,6 +49,7 @@ class Controller:
         self.looked_at: list[str] = []                # entities the agent inspected
         self.pages_read: dict[str, set[int]] = {}     # snapshot key -> pages shown (page 1 is the head)
         self.messages: list[dict] = []
+        self.step_messages: list[dict] = []            # the messages of the current step's model call
         self.step = self.invalid = self.repaired = 0
         self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
         self.run_id = ""
@@ -93,6 +94,7 @@ class Controller:
         self.step += 1
         last = self.step == self.settings.max_steps
         messages = self.messages + ([{"role": "user", "content": prompts.render("last_step")}] if last else [])
+        self.step_messages = messages
         completion = self.query(messages, self.schema(last))
         record = {"raw": completion.text, "prompt_tokens": completion.prompt_tokens,
                   "completion_tokens": completion.completion_tokens, "model_ms": completion.latency_ms}
@@ -147,10 +149,15 @@ class Controller:
         return action_schema(self.tools, self.entities, snapshot_keys=keys, limits=narrow)
 
     def restate_as_yaml(self, answer: str, error: str) -> str:
-        """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained)."""
+        """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained).
+
+        The request continues the step's conversation, so the model knows the tools and the inventory, and
+        the backend reuses the conversation's cached prefix instead of evaluating a new prompt."""
         names = ", ".join(list(self.tools) + ["read_snapshot", "finalize"])
-        prompt = prompts.render("regen_yaml", answer=answer[:REGEN_ANSWER_MAX], error=error, tools=names)
-        return self.query([{"role": "user", "content": prompt}], None, REGEN_MAX_TOKENS).text
+        prompt = prompts.render("regen_yaml", error=error, tools=names)
+        messages = self.step_messages + [{"role": "assistant", "content": answer[:REGEN_ANSWER_MAX]},
+                                         {"role": "user", "content": prompt}]
+        return self.query(messages, None, REGEN_MAX_TOKENS).text
 
     def primer(self) -> str:
         """The overview, computed before the first step: a tiny model starts from the anomaly ranking."""

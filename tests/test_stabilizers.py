@@ -119,7 +119,9 @@ def test_yaml_round_goes_through_the_model(contacts_job, store, settings):
     assert d.finalized and d.steps == 2 and d.llm_calls == 3 and d.repaired_steps == 1
     regen = backend.calls[1]
     assert regen["schema"] is None and "Restate the same answer as YAML" in regen["messages"][-1]["content"]
-    assert "I would look at the logs" in regen["messages"][-1]["content"]
+    # the restatement continues the step's conversation (shared prefix), quoting the bad answer
+    assert regen["messages"][:-2] == backend.calls[0]["messages"]
+    assert regen["messages"][-2] == {"role": "assistant", "content": "I would look at the logs of ts-contacts-service"}
     assert steps[0]["action"] == "logs" and json.loads(steps[0]["repairs"])[-1]["method"] == "yaml"
 
 
