@@ -28,7 +28,8 @@ class Action:
 @dataclass
 class SchemaLimits:
     """What the error handlers would reject, expressed in the schema (see stabilizers.handlers.limits)."""
-    spent: dict[str, set[str]] = field(default_factory=dict)  # tool -> entities called ("" = no entity)
+    spent: dict[str, set[str]] = field(default_factory=dict)  # tool -> entities called ("" = no entity);
+                                                              # read_snapshot -> keys read to the end
     allow_finalize: bool = True
     finalize_entities: list[str] | None = None                # None: the whole inventory
     evidence_min: int = 0
@@ -82,8 +83,9 @@ def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool
                 continue
             props = {p.name: _param_schema(p, left) for p in tool.params}
             branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required]))
-        if snapshot_keys:
-            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": list(snapshot_keys)},
+        keys = [k for k in snapshot_keys or [] if k not in limits.spent.get("read_snapshot", set())]
+        if keys:
+            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": keys},
                                                       "page": {"type": "integer", "minimum": 1, "maximum": 99}},
                                     ["key"]))
     if limits.allow_finalize or not branches:

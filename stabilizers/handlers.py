@@ -216,5 +216,8 @@ def limits(agent: "Controller") -> SchemaLimits:
             spent.setdefault(a.name, set()).add(str(args.get(tool.entity_param.name, "")) if tool.entity_param else "")
     if rut(agent):
         spent[rut(agent)] = set(agent.job.entities) | {""}
+    # snapshot keys whose every page was shown are no longer offered
+    spent["read_snapshot"] = {k["key"] for k in agent.store.snapshot_keys(agent.run_id)
+                              if agent.snapshot_page(k["key"], None) is None}
     return SchemaLimits(spent=spent, allow_finalize=bool(agent.looked_at),
                         finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS)

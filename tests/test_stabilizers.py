@@ -249,6 +249,17 @@ def test_read_snapshot_without_page_shows_the_next_unread_page(contacts_job, sto
     assert steps[2]["handler"] == "repeated_call" and "page 2 of snapshot S1 was already shown" in steps[2]["error"]
 
 
+def test_a_snapshot_read_to_the_end_is_no_longer_offered(contacts_job, store, settings):
+    """Measured: SmolLM2 on ps-952a19ab read the overview's last page and then asked for it eight more times."""
+    settings.head_chars = 2000   # the overview of this job then has two pages
+    d, steps, backend = run(contacts_job, store, settings, act("read_snapshot", key="S1"),
+                            act("read_snapshot", key="S1"), LOGS, GOOD_FINAL)
+    assert steps[0]["observation"].startswith("[snapshot S1, page 2 of 2]")
+    assert steps[1]["handler"] == "repeated_call" and "every page of snapshot S1" in steps[1]["error"]
+    offered = [b["properties"]["action"]["enum"][0] for b in backend.calls[1]["schema"]["anyOf"]]
+    assert "read_snapshot" not in offered
+
+
 def test_without_handlers_the_same_mistakes_go_through(contacts_job, store, settings):
     settings.handlers = False
     d, steps, backend = run(contacts_job, store, settings, LOGS, LOGS, GOOD_FINAL)
