@@ -82,14 +82,16 @@ def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
                 "error": str(exc), "run_id": controller.run_id, "handlers": {}, "blind_finalize": False,
                 "tool_calls": 0, "repeated_calls": 0, "answer": []}
     steps = store.steps(d.run_id)
-    calls = [(s["action"], s["arguments"]) for s in steps if s["valid"] and s["action"] not in ("finalize",)]
-    repeated = len(calls) - len(set(calls))
+    calls = [(s["action"], s["arguments"]) for s in steps if s["valid"] and s["action"] != "finalize"]
+    # paging through a snapshot (read_snapshot with the same key) is not a repeat
+    tool_calls = [c for c in calls if c[0] != "read_snapshot"]
+    repeated = len(tool_calls) - len(set(tool_calls))
     return {"job": job.id, "system": job.system, "run_id": d.run_id,
             "passed": d.finalized and d.steps <= settings.max_steps, "finalized": d.finalized,
             "steps": d.steps, "invalid_steps": d.invalid_steps, "repaired_steps": d.repaired_steps,
             "wall_s": d.wall_s, "llm_calls": d.llm_calls,
             "handlers": dict(Counter(s["handler"] for s in steps if s["handler"])),
-            "blind_finalize": d.finalized and not calls, "tool_calls": len(calls), "repeated_calls": repeated,
+            "blind_finalize": d.finalized and not calls, "tool_calls": len(tool_calls), "repeated_calls": repeated,
             "answer": [rc.entity for rc in d.root_causes]}
 
 
