@@ -42,6 +42,15 @@ def model_options(fn):
     return fn
 
 
+def model_settings(config, backend, model, base_url, allow_remote, max_steps, script, **more):
+    """Settings from the config file and the model_options flags (a backend's default model name if none)."""
+    settings = load_settings(config, backend=backend, model=model, base_url=base_url, allow_remote=allow_remote,
+                             max_steps=max_steps, script=script, **more)
+    if backend and not model and backend != "local":
+        settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
+    return settings
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rcagent")
 def cli():
@@ -94,10 +103,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     from rcagent.serving import make_backend
     from rcagent.store import Store
 
-    settings = load_settings(config, backend=backend, model=model, base_url=base_url,
-                             allow_remote=allow_remote, max_steps=max_steps, store=store, script=script)
-    if backend and not model and backend != "local":
-        settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, store=store)
     job = Job.load(job_dir)
     db = Store(settings.store_path())
     click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
@@ -183,7 +189,8 @@ def bench():
 @click.option("--seed", default=0, show_default=True, help="Seed of the sample (jobs drawn evenly across systems).")
 @click.option("--ablate", default="constrain,jsonregen,handlers", show_default=True,
               help="Stabilizers to turn off, one configuration each, beside the full one: "
-                   "constrain, jsonregen, handlers, all (every one off); empty for the full one only.")
+                   "constrain, jsonregen, handlers, limits (handlers only as checks, not in the schema), "
+                   "all (every one off); empty for the full one only.")
 @model_options
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the results as JSON (one object per configuration).")
 @output_format
@@ -200,10 +207,7 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
         raise BadInput(f"--jobs {jobs_dir}: not a folder")
     configurations(ablate)               # bad input is refused before anything runs
     find_jobs(Path(jobs_dir).expanduser())
-    settings = load_settings(config, backend=backend, model=model, base_url=base_url, allow_remote=allow_remote,
-                             max_steps=max_steps, script=script)
-    if backend and not model and backend != "local":
-        settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     store_path = Path(store).expanduser() if store else cache_dir() / "bench" / f"stability-{stamp}.db"
     db = Store(store_path)

@@ -46,6 +46,7 @@ class Settings:
     jsonregen: bool = True             # repair malformed output (json-repair, then YAML restatement)
     yaml_rounds: int = 2               # at most this many YAML restatements per step
     handlers: bool = True              # error handlers: repeated calls, loops, premature finalize, ...
+    schema_limits: bool = True         # with constrain and handlers: drop from the schema what a handler rejects
     loop_window: int = 6               # steps the loop handler looks back
     cache: bool = True                 # replay identical greedy model calls from the store
     store: str = "~/.local/share/rcagent/rcagent.db"

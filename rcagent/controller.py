@@ -62,7 +62,8 @@ class Controller:
                                            self.backend.model, {"max_steps": s.max_steps, "seed": s.seed,
                                                                 "temperature": s.temperature,
                                                                 "constrain": s.constrain, "jsonregen": s.jsonregen,
-                                                                "handlers": s.handlers})
+                                                                "handlers": s.handlers,
+                                                                "schema_limits": s.schema_limits})
         self.messages = [
             {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
                                                          tool_docs=tool_docs(self.tools))},
@@ -141,7 +142,7 @@ class Controller:
         """The next action's JSON schema (None without constrained decoding), narrowed by the handlers."""
         if not self.settings.constrain:
             return None
-        narrow = limits(self) if self.settings.handlers else SchemaLimits()
+        narrow = limits(self) if self.settings.handlers and self.settings.schema_limits else SchemaLimits()
         if last:
             narrow.allow_finalize = True
             return action_schema(self.tools, self.entities, allow_tools=False, limits=narrow)

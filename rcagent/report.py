@@ -12,7 +12,8 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
         return json.dumps(data, indent=2)
     causes = data.get("root_causes") or []
     status = "finalized by the agent" if data.get("finalized") else f"best effort ({data.get('note') or 'not finalized'})"
-    figures = (f"{data['steps']} steps ({data['invalid_steps']} invalid), {data['llm_calls']} model calls, "
+    repaired = f", {data['repaired_steps']} repaired" if data.get("repaired_steps") else ""
+    figures = (f"{data['steps']} steps ({data['invalid_steps']} invalid{repaired}), {data['llm_calls']} model calls, "
                f"{data['prompt_tokens']}+{data['completion_tokens']} tokens, {data['wall_s']:.1f} s")
     if fmt == "md":
         lines = [f"# Diagnosis of {data['job']}", "", f"Run `{data['run_id']}` — {status}.", "",

@@ -27,6 +27,7 @@ ABLATIONS = {
     "constrain": {"constrain": False},
     "jsonregen": {"jsonregen": False},
     "handlers": {"handlers": False},
+    "limits": {"schema_limits": False},   # handlers as checks only: the model may make the mistake first
     "all": {"constrain": False, "jsonregen": False, "handlers": False},
 }
 

@@ -2,9 +2,9 @@
 
 Round 1 parses strictly. Round 2 strips what breaks JSON (code fences, prose around the object, control
 and typographic characters), repairs the rest with json-repair (or reads output that is already YAML-ish)
-and maps common key aliases. Further rounds
-(at most `yaml_rounds`) ask the model to restate its own answer as YAML, which small models write more
-reliably than JSON, parse it with yaml.safe_load and convert it back: structure and content are kept.
+and maps common key aliases. Further rounds (at most `yaml_rounds`) ask the model to restate its own
+answer as YAML, which small models write more reliably than JSON, parse it with yaml.safe_load and
+convert it back: structure and content are kept.
 Every round must produce the action's shape (checked with jsonschema); whether the tool, its arguments and
 entities make sense is the error handlers' job.
 """
@@ -36,13 +36,13 @@ FENCE = re.compile(r"```[a-zA-Z]*\n?|```")
 ROUND_TEXT_MAX = 500   # how much of a regenerated answer is kept on the step
 
 
-def shape(data) -> dict:
+def shape(data, aliases: bool = True) -> dict:
     """The action dict, or FormatError saying what is missing."""
     if isinstance(data, list):
         data = next((d for d in data if isinstance(d, dict)), None)
     if not isinstance(data, dict):
         raise FormatError("your answer must be one JSON object with thought, action and arguments.")
-    data = normalize(data)
+    data = normalize(data) if aliases else {**data, "thought": str(data.get("thought") or "")}
     try:
         jsonschema.validate(data, SHAPE)
     except jsonschema.ValidationError as exc:
@@ -80,7 +80,7 @@ def strict(text: str) -> tuple[Action, list[dict]]:
         error = f"your answer is not valid JSON ({exc.msg} at character {exc.pos})."
         raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
     try:
-        action = to_action(shape(data))
+        action = to_action(shape(data, aliases=False))
     except FormatError as exc:
         raise FormatError(str(exc), [{"round": 1, "method": "strict", "ok": False, "error": str(exc)}]) from None
     return action, [{"round": 1, "method": "strict", "ok": True}]

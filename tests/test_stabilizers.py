@@ -105,12 +105,28 @@ def run(job, store, settings, *responses, tools=None):
     return diagnosis, store.steps(diagnosis.run_id), backend
 
 
-def test_repaired_step_is_valid_and_its_rounds_are_stored(contacts_job, store, settings):
-    d, steps, _ = run(contacts_job, store, settings, PROSE.replace(
-        "ts-preserve-other-service-66646bdb5b-fw7x9", "ts-contacts-service"), GOOD_FINAL)
-    assert d.finalized and d.invalid_steps == 0 and d.repaired_steps == 1
-    assert steps[0]["action"] == "metrics" and steps[0]["valid"] == 1
+POD = "ts-preserve-other-service-66646bdb5b-fw7x9"   # tt-8ed0d397 is the contacts job the outputs came from
+POD_FINAL = act("finalize", root_causes=[POD], root_cause="the preserve pod is slow", solution="restart it",
+                evidence=[f"{POD} latency up"], responsibility="preserve team")
+
+
+@pytest.mark.parametrize("text", [PROSE, SINGLE_QUOTES, YAMLISH], ids=["prose", "single-quotes", "yaml-ish"])
+def test_repaired_step_is_valid_and_its_rounds_are_stored(contacts_job, store, settings, text):
+    d, steps, backend = run(contacts_job, store, settings, text, POD_FINAL)
+    assert d.finalized and d.invalid_steps == 0 and d.repaired_steps == 1 and d.llm_calls == 2
+    assert (steps[0]["action"], json.loads(steps[0]["arguments"])) == ("metrics", {"entity": POD})
+    assert steps[0]["valid"] == 1 and steps[0]["observation"].startswith(f"Metrics of {POD}")
     assert [r["method"] for r in json.loads(steps[0]["repairs"])] == ["strict", "repair"]
+    # the conversation continues from the repaired action, not from the malformed text
+    assert json.loads(backend.calls[1]["messages"][-2]["content"])["arguments"] == {"entity": POD}
+
+
+def test_truncated_finalize_at_step_one_is_repaired_then_rejected_as_premature(contacts_job, store, settings):
+    d, steps, _ = run(contacts_job, store, settings, TRUNCATED, LOGS, GOOD_FINAL)
+    assert steps[0]["action"] == "finalize" and steps[0]["handler"] == "premature_finalize"
+    assert json.loads(steps[0]["arguments"])["root_causes"][0] == "ts-consign-service-7dcdfcb995-xx84c"
+    assert [r["method"] for r in json.loads(steps[0]["repairs"])] == ["strict", "repair"]
+    assert d.finalized and d.invalid_steps == 1 and d.repaired_steps == 0
 
 
 def test_yaml_round_goes_through_the_model(contacts_job, store, settings):
@@ -258,6 +274,14 @@ def test_a_snapshot_read_to_the_end_is_no_longer_offered(contacts_job, store, se
     assert steps[1]["handler"] == "repeated_call" and "every page of snapshot S1" in steps[1]["error"]
     offered = [b["properties"]["action"]["enum"][0] for b in backend.calls[1]["schema"]["anyOf"]]
     assert "read_snapshot" not in offered
+
+
+def test_without_schema_limits_the_handlers_still_check(contacts_job, store, settings):
+    settings.schema_limits = False
+    d, steps, backend = run(contacts_job, store, settings, GOOD_FINAL, LOGS, LOGS, GOOD_FINAL)
+    assert [s["handler"] for s in steps] == ["premature_finalize", None, "repeated_call", None]
+    offered = [b["properties"]["action"]["enum"][0] for b in backend.calls[0]["schema"]["anyOf"]]
+    assert "finalize" in offered and "overview" in offered
 
 
 def test_without_handlers_the_same_mistakes_go_through(contacts_job, store, settings):

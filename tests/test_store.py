@@ -8,8 +8,20 @@ def test_migrations_apply_once(tmp_path):
     path = tmp_path / "s.db"
     Store(path)
     again = Store(path)
-    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial"]
+    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial", "002_stabilizers"]
     assert {"runs", "steps", "snapshots", "llm_cache"} <= set(again.db.table_names())
+
+
+def test_a_store_from_before_the_stabilizers_is_upgraded(tmp_path):
+    import sqlite_utils
+    from rcagent.store import _m001_initial
+    old = sqlite_utils.Database(tmp_path / "old.db")
+    _m001_initial(old)
+    old["_migrations"].insert({"name": "001_initial", "applied": "2026-11-29"}, pk="name")
+    old["steps"].insert({"run_id": "r", "step": 1, "action": "logs"})
+    store = Store(tmp_path / "old.db")
+    assert {"handler", "repairs"} <= set(store.db["steps"].columns_dict)
+    assert store.steps("r")[0]["action"] == "logs"
 
 
 def test_snapshots_are_keyed_per_run_and_listed(store):
