@@ -99,8 +99,11 @@ def test_ctrl_c_keeps_the_run_marked_interrupted(job_of, tmp_path):
 
     from rcagent.store import Store
     db = tmp_path / "s.db"
+    # A shell that runs the suite in the background makes its children ignore SIGINT; restore the default
+    # so that the child's Python installs its KeyboardInterrupt handler, as it does in a terminal.
     proc = subprocess.Popen(RCAGENT + ["analyze", "--job", str(job_of("2023-01-29_08_43")), "--store", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = proc.stderr.readline()  # "Loaded ...": the run starts right after
     assert line.startswith("Loaded")
     time.sleep(3)
