@@ -48,6 +48,7 @@ class Controller:
         self.history: list[tuple[int, Action]] = []   # (step, action) of the tool calls taken
         self.looked_at: list[str] = []                # entities the agent inspected
         self.pages_read: dict[str, set[int]] = {}     # snapshot key -> pages shown (page 1 is the head)
+        self.page_counts: dict[str, int] = {}         # snapshot key -> its number of pages, in key order
         self.messages: list[dict] = []
         self.step_messages: list[dict] = []            # the messages of the current step's model call
         self.step = self.invalid = self.repaired = 0
@@ -146,8 +147,7 @@ class Controller:
         if last:
             narrow.allow_finalize = True
             return action_schema(self.tools, self.entities, allow_tools=False, limits=narrow)
-        keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
-        return action_schema(self.tools, self.entities, snapshot_keys=keys, limits=narrow)
+        return action_schema(self.tools, self.entities, snapshot_keys=list(self.page_counts), limits=narrow)
 
     def restate_as_yaml(self, answer: str, error: str) -> str:
         """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained).
@@ -221,23 +221,18 @@ class Controller:
         key = str(key).strip()
         text = self.store.snapshot(self.run_id, key)
         if text is None:
-            keys = [k["key"] for k in self.store.snapshot_keys(self.run_id)]
-            raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(keys) or 'none yet'}.")
+            raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(self.page_counts) or 'none yet'}.")
         number = self.snapshot_page(key, page)
         if number is None:
             raise ToolError(f"every page of snapshot {key} was already shown.")
-        pages = self.snapshot_pages(text)
         self.pages_read.setdefault(key, set()).add(number)
         size = self.settings.head_chars
-        return f"[snapshot {key}, page {number} of {pages}]\n{text[(number - 1) * size: number * size]}"
-
-    def snapshot_pages(self, text: str) -> int:
-        return max(1, -(-len(text) // self.settings.head_chars))
+        chunk = text[(number - 1) * size: number * size]
+        return f"[snapshot {key}, page {number} of {self.page_counts[key]}]\n{chunk}"
 
     def snapshot_page(self, key: str, page: int | str | None) -> int | None:
         """The page a read_snapshot call shows: the one asked for (clamped), else the first not yet shown."""
-        text = self.store.snapshot(self.run_id, key) or ""
-        pages = self.snapshot_pages(text)
+        pages = self.page_counts.get(key, 1)
         if page in (None, ""):
             unread = [p for p in range(1, pages + 1) if p not in self.pages_read.get(key, set())]
             return unread[0] if unread else None
@@ -252,6 +247,7 @@ class Controller:
             return observation, None
         key = self.store.put_snapshot(self.run_id, self.step, tool, observation)
         self.pages_read[key] = {1}  # the head is (about) page 1
+        self.page_counts[key] = max(1, -(-len(observation) // self.settings.head_chars))
         head = observation[: self.settings.head_chars]
         cut = head.rfind("\n")
         head = head[:cut] if cut > len(head) // 2 else head

@@ -81,7 +81,7 @@ def bad_arguments(action: "Action", agent: "Controller") -> None:
                           f"give {', '.join(FINALIZE_ARGS)}; root_causes lists inventory entities, best first.")
         return
     if action.name == "read_snapshot":
-        keys = [k["key"] for k in agent.store.snapshot_keys(agent.run_id)]
+        keys = list(agent.page_counts)
         key = str(action.arguments.get("key") or "").strip()
         if key not in keys:
             raise Handled("bad_arguments", f"no snapshot '{key}' in this run.",
@@ -214,10 +214,10 @@ def limits(agent: "Controller") -> SchemaLimits:
         if tool is not None:
             args = resolved(agent, a)
             spent.setdefault(a.name, set()).add(str(args.get(tool.entity_param.name, "")) if tool.entity_param else "")
-    if rut(agent):
-        spent[rut(agent)] = set(agent.job.entities) | {""}
+    stuck = rut(agent)
+    if stuck:
+        spent[stuck] = set(agent.job.entities) | {""}
     # snapshot keys whose every page was shown are no longer offered
-    spent["read_snapshot"] = {k["key"] for k in agent.store.snapshot_keys(agent.run_id)
-                              if agent.snapshot_page(k["key"], None) is None}
+    spent["read_snapshot"] = {k for k in agent.page_counts if agent.snapshot_page(k, None) is None}
     return SchemaLimits(spent=spent, allow_finalize=bool(agent.looked_at),
                         finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS)
