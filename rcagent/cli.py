@@ -1,4 +1,4 @@
-"""The `rcagent` command line: import, analyze, show, runs, bench."""
+"""The `rcagent` command line: import, analyze, batch, eval, serve, show, runs, bench."""
 from __future__ import annotations
 
 import functools
@@ -221,6 +221,153 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
     else:
         click.echo(f"{len(jobs)} jobs (seed {seed}): {', '.join(j.name for j in jobs)}\n")
         click.echo(table(results, fmt))
+
+
+@cli.command()
+@click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
+              help="Folder of job folders (or the import folder holding jobs/ and labels/).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Results file (JSONL, one line per job).")
+@click.option("--method", default="react", show_default=True,
+              type=click.Choice(["react", "nsigma", "nsigma-abs", "baro", "baro-abs", "random", "overview"]),
+              help="The agent (react), a baseline on the metrics table, random, or the overview tool alone.")
+@click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Jobs in flight at once (use >1 against an OpenAI-compatible server such as vLLM).")
+@click.option("--resume", is_flag=True, help="Continue an existing results file: skip the jobs it holds, retry errors.")
+@click.option("--timeout", type=click.FloatRange(1), help="Seconds per job; a job past it is recorded as unanswered.")
+@click.option("--sample", "sample_n", type=click.IntRange(1),
+              help="Only this many jobs, drawn evenly across systems (seeded by --seed).")
+@click.option("--seed", default=0, show_default=True, help="Seed of --sample and of the random baseline.")
+@model_options
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, config, backend, model, base_url,
+          allow_remote, max_steps, store, script, quiet):
+    """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
+    from rcagent.batch import Batch, prepare_output
+    from rcagent.progress import BatchProgress
+    from rcagent.stability import find_jobs, sample
+
+    folder = Path(jobs_dir).expanduser()
+    if not folder.is_dir():
+        raise BadInput(f"--jobs {jobs_dir}: not a folder")
+    jobs = find_jobs(folder)
+    if sample_n:
+        jobs = sample(jobs, sample_n, seed)
+    out_path = Path(out).expanduser()
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, store=store)
+    done = prepare_output(out_path, resume)
+    todo = [j for j in jobs if j.name not in done]
+    who = f"{settings.backend}/{settings.model}" if method == "react" else method
+    click.echo(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {out_path}, {len(todo)} to run with {who}"
+               f" ({concurrency} at a time)", err=True)
+    if method == "react" and settings.backend == "local" and concurrency > 1:
+        click.echo("note: the local backend loads one model copy per worker and they share the CPU; "
+                   "concurrency pays off against an OpenAI-compatible server", err=True)
+    shared = None
+    if method == "react" and settings.backend == "openai":
+        from rcagent.serving import make_backend
+
+        shared = make_backend(settings)   # one HTTP client for every worker; the server batches their requests
+    with BatchProgress(len(todo), quiet) as progress:
+        outcomes = Batch(todo, out_path, method, settings, concurrency, timeout, seed,
+                         on_done=progress.advance, backend=shared).run()
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    click.echo(f"wrote {len(outcomes)} lines to {out_path}: "
+               + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing to do"), err=True)
+
+
+@cli.command("eval")
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--labels", "labels_dir", required=True, type=click.Path(file_okay=False),
+              help="The labels folder the importer wrote beside jobs/.")
+@click.option("--jobs", "jobs_dir", type=click.Path(file_okay=False),
+              help="Folder of the job folders (default: the job paths in the results, else LABELS/../jobs).")
+@click.option("--by", default="", help="Breakdowns, comma-separated: source, system, fault, level.")
+@click.option("--text", "text_scores", is_flag=True,
+              help="Text scores of root cause and solution against the references: METEOR and MiniLM embedding.")
+@click.option("--bleurt", "bleurt_dir", type=click.Path(file_okay=False),
+              help="With --text: a local BLEURT checkpoint folder (bleurt-pytorch format) to score with too.")
+@click.option("--judge-backend", type=click.Choice(["local", "openai", "transformers", "scripted"]),
+              help="Score root cause and solution with an LLM judge on this backend (G-Correctness, G-Helpfulness).")
+@click.option("--judge-model", help="The judge's model (as --model of analyze).")
+@click.option("--judge-base-url", help="The judge's OpenAI-compatible server URL.")
+@click.option("--judge-script", type=click.Path(dir_okay=False), help="Scripted judge: JSON file of responses.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help="Write accuracy against time as a PNG.")
+@click.option("--cases", "cases_file", type=click.Path(dir_okay=False), help="Write the scored cases as JSONL.")
+@click.option("--config", type=click.Path(dir_okay=False), help="Config file (TOML).")
+@output_format
+def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_backend, judge_model, judge_base_url,
+             judge_script, plot_file, cases_file, config, fmt):
+    """Score batch results against the labels: PR@1, RR, Recall@k, MRR, time, stability (one row per method)."""
+    from rcagent.evalreport import plot, render
+    from rcagent.evaluate import load_cases, report
+
+    labels = Path(labels_dir).expanduser()
+    jobs = Path(jobs_dir).expanduser() if jobs_dir else labels.parent / "jobs"
+    by_keys = [k.strip() for k in by.split(",") if k.strip()]
+    report([], by_keys)                       # bad --by keys are refused before any work
+    if bleurt_dir and not text_scores:
+        raise BadInput("--bleurt scores text: add --text")
+    cases, unlabelled = load_cases([Path(r).expanduser() for r in results], labels, jobs)
+    notes = []
+    if unlabelled:
+        notes.append(f"{len(unlabelled)} result lines have no label and are not scored: {', '.join(unlabelled[:5])}")
+    if text_scores:
+        from rcagent.textmetrics import add_text_scores
+
+        notes += add_text_scores(cases, Path(bleurt_dir).expanduser() if bleurt_dir else None)
+    if judge_backend:
+        from rcagent.judge import add_judge_scores
+        from rcagent.serving import make_backend
+
+        settings = model_settings(config, judge_backend, judge_model, judge_base_url, None, None, judge_script)
+        notes += add_judge_scores(cases, make_backend(settings),
+                                  progress=lambda i, n: click.echo(f"\r  judged {i}/{n}", nl=i == n, err=True))
+    result = report(cases, by_keys)
+    result["notes"] = notes
+    if cases_file:
+        Path(cases_file).expanduser().write_text("".join(json.dumps(c) + "\n" for c in cases))
+    if plot_file:
+        plot(result, Path(plot_file).expanduser())
+        click.echo(f"plot written to {plot_file}", err=True)
+    click.echo(render(result, fmt))
+
+
+@cli.command()
+@click.option("--model", required=True,
+              help="llama.cpp: smollm2 | gemma3 | a .gguf path; vllm: a model folder or its Hugging Face name "
+                   "(already in the local cache).")
+@click.option("--engine", type=click.Choice(["vllm", "llama.cpp"]), default="llama.cpp", show_default=True,
+              help="vllm on a GPU workstation (pip install 'rcagent[vllm]'); llama.cpp on a CPU.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port on 127.0.0.1.")
+@click.option("--name", help="The model name clients send (default: the model's file or folder name).")
+@click.option("--threads", default=2, show_default=True, help="llama.cpp: CPU threads.")
+@click.option("--n-ctx", default=8192, show_default=True, help="Context window.")
+@click.option("--wait", default=600, show_default=True, type=click.FloatRange(1),
+              help="Seconds to wait for the server to answer.")
+@click.option("--log", "log_file", type=click.Path(dir_okay=False),
+              help="Server log (default: ~/.cache/rcagent/serve-PORT.log).")
+def serve(model, engine, port, name, threads, n_ctx, wait, log_file):
+    """Start a local OpenAI-compatible server on loopback for `analyze` and `batch` (Ctrl-C stops it)."""
+    from rcagent.config import cache_dir
+    from rcagent.serving.server import start
+
+    log = Path(log_file).expanduser() if log_file else cache_dir() / f"serve-{port}.log"
+    click.echo(f"starting {engine} with {model} on 127.0.0.1:{port} (log: {log}) ...", err=True)
+    proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait)
+    served = name or Path(model).stem
+    click.echo(f"ready: --backend openai --base-url {base_url} --model {served}", err=True)
+    click.echo(base_url)
+    sys.stdout.flush()
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait(timeout=30)
+        click.echo("server stopped", err=True)
+        return
+    raise BackendError(f"the server exited with code {proc.returncode} (log: {log})")
 
 
 def main() -> None:

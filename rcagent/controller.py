@@ -15,7 +15,8 @@ from rcagent import prompts
 from rcagent.actions import Action, SchemaLimits, action_schema
 from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis, RootCause
-from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, ToolError, UnknownEntity
+from rcagent.fusion import fuse
+from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError, UnknownEntity
 from rcagent.job import Job
 from rcagent.serving import Backend, Completion
 from rcagent.stabilizers.handlers import HANDLERS, limits
@@ -42,6 +43,8 @@ class Controller:
         self.progress = progress
         self.parse = JsonRegen(self.restate_as_yaml, settings.yaml_rounds) if settings.jsonregen else strict
         self.checks = HANDLERS if settings.handlers else ()
+        if settings.ranking not in ("fused", "model"):
+            raise BadInput(f"setting ranking: '{settings.ranking}' is not one of fused, model")
         if not job.entities:
             raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
         self.entities = sorted(job.entities)
@@ -56,7 +59,9 @@ class Controller:
         self.run_id = ""
 
     # ---- the loop ------------------------------------------------------------------------------
-    def run(self) -> Diagnosis:
+    def run(self, deadline: float | None = None) -> Diagnosis:
+        """Run to a diagnosis. `deadline` (time.monotonic()) is checked between steps: past it the run
+        ends with TimeLimit, and a model call in flight finishes first (max_tokens bounds it)."""
         start = time.perf_counter()
         s = self.settings
         self.run_id = self.store.start_run(self.job.id, str(self.job.path), self.backend.name,
@@ -64,7 +69,7 @@ class Controller:
                                                                 "temperature": s.temperature,
                                                                 "constrain": s.constrain, "jsonregen": s.jsonregen,
                                                                 "handlers": s.handlers,
-                                                                "schema_limits": s.schema_limits})
+                                                                "schema_limits": s.schema_limits, "ranking": s.ranking})
         self.messages = [
             {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
                                                          tool_docs=tool_docs(self.tools))},
@@ -73,6 +78,8 @@ class Controller:
         ]
         try:
             while True:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeLimit(f"no answer after {self.step} steps: the time limit ran out")
                 if self.step >= s.max_steps:
                     diagnosis = self.best_effort("the step limit was reached before finalize")
                     break
@@ -84,6 +91,9 @@ class Controller:
             status = "finalized" if diagnosis.finalized else "step_limit"
         except KeyboardInterrupt:
             self.store.end_run(self.run_id, "interrupted")
+            raise
+        except TimeLimit:
+            self.store.end_run(self.run_id, "timeout")
             raise
         except Exception:
             self.store.end_run(self.run_id, "failed")
@@ -270,10 +280,15 @@ class Controller:
         if not ranked:
             hint = f" ({', '.join(unknown)} not in the inventory)" if unknown else ""
             raise ToolError(f"finalize needs root_causes: entities from the inventory, best first{hint}.")
-        for i, rc in enumerate(ranked):
-            rc.score = round(1.0 / (i + 1), 3)
+        model_names = [rc.entity for rc in ranked]
+        if self.settings.ranking == "fused":
+            fused = fuse(model_names, [(e, s) for e, s, _ in ranking(self.job)])
+            ranked = [RootCause(e, self.job.entities[e].kind, s) for e, s in fused]
+        else:
+            for i, rc in enumerate(ranked):
+                rc.score = round(1.0 / (i + 1), 3)
         evidence = args.get("evidence") or []
-        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked,
+        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked, model_root_causes=model_names,
                          root_cause=str(args.get("root_cause") or ""), solution=str(args.get("solution") or ""),
                          evidence=[str(e) for e in (evidence if isinstance(evidence, list) else [evidence])],
                          responsibility=str(args.get("responsibility") or ""), finalized=True)

@@ -16,6 +16,7 @@ class Diagnosis:
     job: str
     run_id: str
     root_causes: list[RootCause] = field(default_factory=list)
+    model_root_causes: list[str] = field(default_factory=list)  # the model's own picks, before fusion
     root_cause: str = ""
     solution: str = ""
     evidence: list[str] = field(default_factory=list)

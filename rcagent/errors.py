@@ -39,3 +39,7 @@ class Handled(AgentMessage):
 
 class BackendError(Exception):
     """A model backend failed (server down, model missing)."""
+
+
+class TimeLimit(Exception):
+    """A run went past its time limit (batch --timeout): the job is recorded as unanswered."""

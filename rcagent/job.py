@@ -67,6 +67,7 @@ class Job:
     files: dict[str, Path] = field(default_factory=dict)
     entities: dict[str, Entity] = field(default_factory=dict)
     cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
+    source: str = ""                           # the public dataset the job was imported from, if known
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
@@ -93,7 +94,8 @@ class Job:
         baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(raw_base)]
         con = duckdb.connect(":memory:")
         job = cls(path=path, id=str(meta["id"]), system=str(meta.get("system", "unknown")),
-                  alert=str(meta["alert"]), window=window, baseline=baseline, con=con)
+                  alert=str(meta["alert"]), window=window, baseline=baseline, con=con,
+                  source=str(meta.get("source") or ""))
         for table in TABLES:
             job._register(table, (meta.get("tables") or {}).get(table))
         job.entities = {r[0]: Entity(*r) for r in con.execute(

@@ -15,10 +15,15 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     repaired = f", {data['repaired_steps']} repaired" if data.get("repaired_steps") else ""
     figures = (f"{data['steps']} steps ({data['invalid_steps']} invalid{repaired}), {data['llm_calls']} model calls, "
                f"{data['prompt_tokens']}+{data['completion_tokens']} tokens, {data['wall_s']:.1f} s")
+    picks = data.get("model_root_causes") or []
+    named = (f"The model named {', '.join(picks)}; the ranking adds the overview's evidence."
+             if picks and picks != [c["entity"] for c in causes] else "")
     if fmt == "md":
         lines = [f"# Diagnosis of {data['job']}", "", f"Run `{data['run_id']}` — {status}.", "",
                  "| rank | entity | kind | score |", "|---|---|---|---|"]
         lines += [f"| {i + 1} | {c['entity']} | {c['kind']} | {c['score']} |" for i, c in enumerate(causes)]
+        if named:
+            lines += ["", named]
         lines += ["", f"**Root cause.** {data['root_cause']}", "", f"**Solution.** {data['solution']}", "",
                   f"**Responsibility.** {data['responsibility']}", "", "**Evidence.**"]
         lines += [f"- {e}" for e in data.get("evidence") or []] or ["- none cited"]
@@ -26,6 +31,8 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
         return "\n".join(lines)
     lines = [f"Diagnosis of {data['job']} (run {data['run_id']}, {status})", "Root causes, best first:"]
     lines += [f"  {i + 1}. {c['entity']} ({c['kind']}, score {c['score']})" for i, c in enumerate(causes)]
+    if named:
+        lines.append(f"  ({named})")
     lines += [f"Root cause: {data['root_cause']}", f"Solution: {data['solution']}",
               f"Responsibility: {data['responsibility']}", "Evidence:"]
     lines += [f"  - {e}" for e in data.get("evidence") or []] or ["  - none cited"]

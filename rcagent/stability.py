@@ -22,6 +22,7 @@ import yaml
 from rcagent.config import Settings
 from rcagent.errors import BackendError, BadInput
 from rcagent.labels import labels_dir, lenient_truth, load_label
+from rcagent.tables import render_table
 
 ABLATIONS = {
     "constrain": {"constrain": False},
@@ -148,11 +149,7 @@ def table(results: list[dict], fmt: str = "text") -> str:
     rows = [[r["config"], str(r["runs"]), f"{r['pass_rate']:.0%}", f"{r['invalid_rate']:.1%}", f"{r['mean_steps']:.1f}",
              f"{r['median_wall_s']}", f"{r['repaired_rate']:.1%}", str(r["blind_finalize"]),
              f"{r['repeated_call_rate']:.1%}", r["top1"] or "-"] for r in results]
-    if fmt == "md":
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(row) + " |" for row in rows])
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in [head, *rows])
+    return render_table(head, rows, fmt)
 
 
 def write(results: list[dict], jobs: list[Path], seed: int, path: Path) -> None:

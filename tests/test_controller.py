@@ -29,9 +29,13 @@ def test_finalize_returns_ranked_inventory_entities(contacts_job, store, setting
     d, c, backend, events = run(contacts_job, store, settings,
                                 act("logs", entity="ts-contacts-service"), FINAL)
     assert d.finalized and d.steps == 2 and d.invalid_steps == 0 and d.llm_calls == 2
-    assert [r.entity for r in d.root_causes] == ["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"]
-    assert [r.kind for r in d.root_causes] == ["pod", "service"]
-    assert d.root_causes[0].score > d.root_causes[1].score
+    picks = ["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"]
+    assert d.model_root_causes == picks
+    # fused with the evidence ranking: both picks carry strong evidence, so they stay on top, followed by
+    # the rest of the overview's ranking
+    assert [r.entity for r in d.root_causes][:2] == picks and len(d.root_causes) == 10
+    assert [r.kind for r in d.root_causes][:2] == ["pod", "service"]
+    assert d.root_causes[0].score > d.root_causes[1].score > d.root_causes[2].score
     assert [e["action"] for e in events] == ["logs", "finalize"]
     # the prompt: rules, task, tool docs from the registry, no few-shot examples
     system = backend.calls[0]["messages"][0]["content"]
@@ -185,3 +189,22 @@ def test_a_degenerate_answer_is_echoed_only_in_part(contacts_job, store, setting
     assert d.invalid_steps == 1
     echoed = backend.calls[1]["messages"][-2]
     assert echoed["role"] == "assistant" and len(echoed["content"]) <= 300
+
+
+def test_fusion_lets_the_model_flip_close_calls_only():
+    from rcagent.fusion import fuse
+    # the model's pick has less than half the top evidence: the evidence wins
+    assert [e for e, _ in fuse(["b"], [("a", 10.0), ("b", 4.0)])] == ["a", "b"]
+    # at least half: the model's pick wins (the tie goes to the model)
+    assert [e for e, _ in fuse(["b"], [("a", 10.0), ("b", 5.0)])] == ["b", "a"]
+    # a pick without evidence still enters the list; later picks weigh less
+    assert fuse(["c", "d"], [("a", 10.0)]) == [("a", 1.0), ("c", 0.5), ("d", 0.25)]
+    assert fuse([], []) == []
+
+
+def test_model_ranking_keeps_the_models_order(contacts_job, store, settings):
+    settings.ranking = "model"
+    d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), FINAL)
+    assert [r.entity for r in d.root_causes] == d.model_root_causes == \
+        ["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"]
+    assert [r.score for r in d.root_causes] == [1.0, 0.5]

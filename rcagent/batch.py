@@ -1,0 +1,142 @@
+"""Batch runs: one diagnosis per job, appended to a JSONL file as each job finishes.
+
+Every method (the agent or a baseline) writes the same line: the analyze JSON plus the method, the job's
+path and system, and a status: answered, unanswered (no root cause), timeout or error. Lines are flushed as
+they are written, so a crash loses only the jobs in flight; `resume` skips the jobs that already have a
+line (errors are retried, a broken last line is dropped). Jobs run in a thread pool: against an
+OpenAI-compatible server the requests overlap (vLLM batches them); the local backend gets one model copy
+per worker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rcagent.baselines import METHODS, run_baseline
+from rcagent.config import Settings
+from rcagent.diagnosis import Diagnosis
+from rcagent.errors import BackendError, BadInput, TimeLimit
+
+AGENT_METHODS = ("react",)
+
+
+def methods() -> tuple[str, ...]:
+    return AGENT_METHODS + tuple(METHODS)
+
+
+@dataclass
+class Outcome:
+    job: str
+    status: str
+    wall_s: float
+    line: dict
+
+
+def read_results(path: Path) -> list[dict]:
+    """The result lines of a JSONL file; a line that does not parse (a crash mid-write) is skipped."""
+    rows = []
+    if path.is_file():
+        for raw in path.read_text().splitlines():
+            try:
+                row = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("job"):
+                rows.append(row)
+    return rows
+
+
+def prepare_output(path: Path, resume: bool) -> set[str]:
+    """The job ids to skip. Without resume an existing non-empty file is refused; with resume the file is
+    rewritten without broken lines and errored jobs, which run again."""
+    if path.is_file() and path.stat().st_size and not resume:
+        raise BadInput(f"{path} already holds results: pass --resume to continue it, or choose another --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = [r for r in read_results(path) if r.get("status") != "error"]
+    if path.is_file():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(tmp, path)
+    return {r["job"] for r in kept}
+
+
+class Batch:
+    def __init__(self, jobs: list[Path], out: Path, method: str, settings: Settings, concurrency: int = 1,
+                 timeout: float | None = None, seed: int = 0, on_done: Callable[[Outcome], None] | None = None,
+                 backend=None):
+        if method not in methods():
+            raise BadInput(f"unknown method '{method}' (choose from {', '.join(methods())})")
+        self.jobs, self.out, self.method, self.settings = jobs, out, method, settings
+        self.concurrency, self.timeout, self.seed = max(1, concurrency), timeout, seed
+        self.on_done = on_done or (lambda outcome: None)
+        self.lock = threading.Lock()
+        self.backend = backend           # one backend for every worker (an HTTP client, or a test's)
+        self.local = threading.local()   # per worker: its own backend (local llama.cpp) and store connection
+
+    def run(self) -> list[Outcome]:
+        outcomes = []
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = [pool.submit(self.one, job) for job in self.jobs]
+            try:
+                for future in as_completed(futures):
+                    outcome = future.result()
+                    outcomes.append(outcome)
+                    self.on_done(outcome)
+            except KeyboardInterrupt:
+                for f in futures:
+                    f.cancel()
+                raise
+        return outcomes
+
+    def one(self, job_dir: Path) -> Outcome:
+        from rcagent.job import Job
+
+        start = time.perf_counter()
+        extra = {"method": self.method, "job_path": str(job_dir), "system": None, "source": None}
+        try:
+            job = Job.load(job_dir)
+            extra.update(system=job.system, source=job.source)
+            diagnosis = self.diagnose(job)
+            status = "answered" if diagnosis.root_causes else "unanswered"
+            line, error = diagnosis.to_dict(), None
+        except TimeLimit as exc:
+            status, error = "timeout", str(exc)
+            line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
+        except (BackendError, BadInput, OSError, RuntimeError, ValueError) as exc:
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+            line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
+        wall = round(time.perf_counter() - start, 3)
+        if status in ("timeout", "error"):
+            line["wall_s"] = wall
+        line.update(extra, status=status, error=error)
+        if self.method == "react" and not line.get("model"):   # a run that ended without a diagnosis
+            backend = getattr(self.local, "backend", None)
+            line["model"] = backend.model if backend else self.settings.model
+        self.write(line)
+        return Outcome(line["job"], status, wall, line)
+
+    def diagnose(self, job) -> Diagnosis:
+        if self.method != "react":
+            return run_baseline(job, self.method, self.seed)
+        from rcagent.controller import Controller
+        from rcagent.serving import make_backend
+        from rcagent.store import Store
+
+        if not hasattr(self.local, "store"):
+            self.local.store = Store(self.settings.store_path())
+            self.local.backend = self.backend or make_backend(self.settings)
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        controller = Controller(job, self.local.backend, self.local.store, self.settings)
+        return controller.run(deadline=deadline)
+
+    def write(self, line: dict) -> None:
+        with self.lock, self.out.open("a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,77 @@
+"""`rcagent serve`: start a local OpenAI-compatible server on loopback and wait until it answers.
+
+Engines: vLLM (GPU workstations; the optional extra `rcagent[vllm]`), started with prefix caching on and
+structured outputs available (vLLM honours `response_format` JSON schemas with its default grammar
+backend); llama.cpp's server from llama-cpp-python (CPU; what the tests use). The server's output goes to
+a log file; the process stays in the foreground until Ctrl-C.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from rcagent.errors import BadInput, BackendError
+
+HOST = "127.0.0.1"     # loopback only: telemetry never leaves the machine
+
+
+def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: str) -> list[str]:
+    if engine == "llama.cpp":
+        from rcagent.serving.local import model_path
+
+        if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
+            raise BadInput("the llama.cpp engine needs llama-cpp-python with its server extra: "
+                           "pip install 'rcagent[server]'")
+        path, chat_format = model_path(model)
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", HOST, "--port", str(port),
+                "--n_threads", str(threads), "--n_ctx", str(n_ctx), "--chat_format", chat_format or "chatml",
+                "--model_alias", name]
+    if engine == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            raise BadInput("vLLM is not installed. On a GPU workstation: pip install 'rcagent[vllm]' "
+                           "(it needs a CUDA build of torch); on a CPU-only machine use --engine llama.cpp")
+        exe = shutil.which("vllm") or str(Path(sys.executable).with_name("vllm"))
+        return [exe, "serve", model, "--host", HOST, "--port", str(port), "--served-model-name", name,
+                "--enable-prefix-caching", "--max-model-len", str(n_ctx)]
+    raise BadInput(f"unknown engine '{engine}' (choose vllm or llama.cpp)")
+
+
+def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.is_file() else ""
+            raise BackendError(f"the server exited with code {proc.returncode} before answering; "
+                               f"last lines of {log}:\n{tail}")
+        try:
+            if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.terminate()
+    raise BackendError(f"the server did not answer within {timeout:.0f} s (log: {log})")
+
+
+def start(engine: str, model: str, port: int, log: Path, threads: int = 2, n_ctx: int = 8192,
+          name: str | None = None, timeout: float = 600.0) -> tuple[subprocess.Popen, str]:
+    """Start the server and return (process, base_url) once it answers."""
+    name = name or Path(model).stem
+    cmd = command(engine, model, port, threads, n_ctx, name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    base_url = f"http://{HOST}:{port}/v1"
+    try:
+        wait_until_ready(proc, base_url, log, timeout)
+    except BaseException:
+        if proc.poll() is None:
+            proc.terminate()
+        raise
+    return proc, base_url
