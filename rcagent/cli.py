@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -294,14 +295,15 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, c
 @click.option("--judge-base-url", help="The judge's OpenAI-compatible server URL.")
 @click.option("--judge-script", type=click.Path(dir_okay=False), help="Scripted judge: JSON file of responses.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help="Write accuracy against time as a PNG.")
+@click.option("--common", is_flag=True, help="Score only the jobs that every results file holds (side by side).")
 @click.option("--cases", "cases_file", type=click.Path(dir_okay=False), help="Write the scored cases as JSONL.")
 @click.option("--config", type=click.Path(dir_okay=False), help="Config file (TOML).")
 @output_format
 def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_backend, judge_model, judge_base_url,
-             judge_script, plot_file, cases_file, config, fmt):
+             judge_script, plot_file, common, cases_file, config, fmt):
     """Score batch results against the labels: PR@1, RR, Recall@k, MRR, time, stability (one row per method)."""
     from rcagent.evalreport import plot, render
-    from rcagent.evaluate import load_cases, report
+    from rcagent.evaluate import common_cases, load_cases, report
 
     labels = Path(labels_dir).expanduser()
     jobs = Path(jobs_dir).expanduser() if jobs_dir else labels.parent / "jobs"
@@ -311,6 +313,11 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
         raise BadInput("--bleurt scores text: add --text")
     cases, unlabelled = load_cases([Path(r).expanduser() for r in results], labels, jobs)
     notes = []
+    if common:
+        kept = common_cases(cases)
+        if len(kept) < len(cases):
+            notes.append(f"--common: {len({c['job'] for c in kept})} jobs held by every results file are scored")
+        cases = kept
     if unlabelled:
         notes.append(f"{len(unlabelled)} result lines have no label and are not scored: {', '.join(unlabelled[:5])}")
     if text_scores:
@@ -322,8 +329,15 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
         from rcagent.serving import make_backend
 
         settings = model_settings(config, judge_backend, judge_model, judge_base_url, None, None, judge_script)
-        notes += add_judge_scores(cases, make_backend(settings),
-                                  progress=lambda i, n: click.echo(f"\r  judged {i}/{n}", nl=i == n, err=True))
+        tty = sys.stderr.isatty()
+
+        def judged(i, n):
+            if tty:
+                click.echo(f"\r  judged {i}/{n}", nl=i == n, err=True)
+            elif i == n or i % 10 == 0:
+                click.echo(f"  judged {i}/{n}", err=True)
+
+        notes += add_judge_scores(cases, make_backend(settings), progress=judged)
     result = report(cases, by_keys)
     result["notes"] = notes
     if cases_file:
@@ -356,6 +370,10 @@ def serve(model, engine, port, name, threads, n_ctx, wait, log_file):
     log = Path(log_file).expanduser() if log_file else cache_dir() / f"serve-{port}.log"
     click.echo(f"starting {engine} with {model} on 127.0.0.1:{port} (log: {log}) ...", err=True)
     proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait)
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)      # a service manager's stop also stops the server
     served = name or Path(model).stem
     click.echo(f"ready: --backend openai --base-url {base_url} --model {served}", err=True)
     click.echo(base_url)

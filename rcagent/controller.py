@@ -8,15 +8,16 @@ exceptions that carry the message to append, as in mini-swe-agent. Every step is
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Callable
 
-from rcagent import prompts
+from rcagent import explain, prompts
 from rcagent.actions import Action, SchemaLimits, action_schema
 from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis, RootCause
-from rcagent.fusion import fuse
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError, UnknownEntity
+from rcagent.fusion import fuse
 from rcagent.job import Job
 from rcagent.serving import Backend, Completion
 from rcagent.stabilizers.handlers import HANDLERS, limits
@@ -59,9 +60,10 @@ class Controller:
         self.run_id = ""
 
     # ---- the loop ------------------------------------------------------------------------------
-    def run(self, deadline: float | None = None) -> Diagnosis:
+    def run(self, deadline: float | None = None, cancel: threading.Event | None = None) -> Diagnosis:
         """Run to a diagnosis. `deadline` (time.monotonic()) is checked between steps: past it the run
-        ends with TimeLimit, and a model call in flight finishes first (max_tokens bounds it)."""
+        ends with TimeLimit, and a model call in flight finishes first (max_tokens bounds it). A set `cancel`
+        event ends the run as interrupted (a batch stopped with Ctrl-C)."""
         start = time.perf_counter()
         s = self.settings
         self.run_id = self.store.start_run(self.job.id, str(self.job.path), self.backend.name,
@@ -78,6 +80,8 @@ class Controller:
         ]
         try:
             while True:
+                if cancel is not None and cancel.is_set():
+                    raise KeyboardInterrupt
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeLimit(f"no answer after {self.step} steps: the time limit ran out")
                 if self.step >= s.max_steps:
@@ -288,10 +292,27 @@ class Controller:
             for i, rc in enumerate(ranked):
                 rc.score = round(1.0 / (i + 1), 3)
         evidence = args.get("evidence") or []
+        root_cause, solution, note = self.texts(ranked[0], str(args.get("root_cause") or ""),
+                                                str(args.get("solution") or ""))
         return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked, model_root_causes=model_names,
-                         root_cause=str(args.get("root_cause") or ""), solution=str(args.get("solution") or ""),
+                         root_cause=root_cause, solution=solution,
                          evidence=[str(e) for e in (evidence if isinstance(evidence, list) else [evidence])],
-                         responsibility=str(args.get("responsibility") or ""), finalized=True)
+                         responsibility=str(args.get("responsibility") or ""), finalized=True, note=note)
+
+    def texts(self, top: RootCause, root_cause: str, solution: str) -> tuple[str, str, str]:
+        """The model's root cause and solution, each replaced by text written from the evidence of the
+        top-ranked entity when it is not a sentence; the note says which were replaced."""
+        names = set(self.job.entities) | {"finalize"}
+        reasons = next((r for e, _, r in ranking(self.job) if e == top.entity), [])
+        written = []
+        if not explain.is_sentence(root_cause, names):
+            root_cause = explain.explanation(top.entity, top.kind, reasons)
+            written.append("root cause")
+        if not explain.is_sentence(solution, names):
+            solution = explain.solution(top.entity, reasons)
+            written.append("solution")
+        note = f"{' and '.join(written)} written from the evidence (the model's was not a sentence)" if written else ""
+        return root_cause, solution, note
 
     def best_effort(self, why: str) -> Diagnosis:
         """No finalize: rank what the agent looked at (else everything) by the overview's anomaly score."""
@@ -300,10 +321,12 @@ class Controller:
         pool = [r for r in ranked if r[0] in seen] or ranked
         causes = [RootCause(e, self.job.entities[e].kind, s) for e, s, _ in pool[:5]]
         evidence = [f"{e}: {'; '.join(r)}" for e, _, r in pool[:3]]
-        text = (f"Best effort ({why}): {causes[0].entity} moved most from its baseline." if causes
-                else f"Best effort ({why}): no entity moved noticeably.")
-        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=causes, root_cause=text,
-                         solution="Inspect the top-ranked entity's recent changes, resource limits and dependencies.",
+        if causes:
+            text = f"Best effort ({why}): " + explain.explanation(causes[0].entity, causes[0].kind, pool[0][2])
+            fix = explain.solution(causes[0].entity, pool[0][2])
+        else:
+            text, fix = f"Best effort ({why}): no entity moved noticeably.", "Widen the window or add telemetry."
+        return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=causes, root_cause=text, solution=fix,
                          evidence=evidence, responsibility="on-call SRE", finalized=False, note=why)
 
     # ---- bookkeeping ------------------------------------------------------------------------------

@@ -15,10 +15,14 @@ def _num(v, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _secs(v) -> str:
+    return "-" if v is None else (f"{v:.1f}" if v >= 1 else f"{v:.3f}")
+
+
 MAIN = [("cases", "cases", str), ("PR@1", "pr1", _pct), ("RR", "rr", _pct), ("MRR", "mrr", _pct),
         ("R@1", "recall@1", _pct), ("R@3", "recall@3", _pct), ("R@5", "recall@5", _pct),
         ("R@10", "recall@10", _pct), ("random PR@1", "random_pr1", _pct), ("lift", "lift", _num),
-        ("answered", "answered", _pct), ("s/case", "mean_wall_s", _num), ("median s", "median_wall_s", _num),
+        ("answered", "answered", _pct), ("s/case", "mean_wall_s", _secs), ("median s", "median_wall_s", _secs),
         ("calls/case", "llm_calls", _num), ("tokens/case", "tokens", lambda v: _num(v, 0)),
         ("pass rate", "pass_rate", _pct), ("invalid rate", "invalid_rate", _pct)]
 TEXT = [("METEOR rc", "meteor_rc", lambda v: _num(v, 3)), ("METEOR sol", "meteor_sol", lambda v: _num(v, 3)),
@@ -26,7 +30,7 @@ TEXT = [("METEOR rc", "meteor_rc", lambda v: _num(v, 3)), ("METEOR sol", "meteor
         ("BLEURT rc", "bleurt_rc", lambda v: _num(v, 3)), ("BLEURT sol", "bleurt_sol", lambda v: _num(v, 3)),
         ("G-Correctness", "judge_correctness", _num), ("G-Helpfulness", "judge_helpfulness", _num)]
 BREAKDOWN = [("cases", "cases", str), ("PR@1", "pr1", _pct), ("RR", "rr", _pct), ("MRR", "mrr", _pct),
-             ("R@5", "recall@5", _pct), ("random PR@1", "random_pr1", _pct), ("s/case", "mean_wall_s", _num)]
+             ("R@5", "recall@5", _pct), ("random PR@1", "random_pr1", _pct), ("s/case", "mean_wall_s", _secs)]
 
 
 def _rows(per_method: dict, columns, first: list[str] | None = None) -> list[list[str]]:

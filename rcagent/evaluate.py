@@ -136,6 +136,15 @@ def report(cases: list[dict], by: list[str]) -> dict:
     return out
 
 
+def common_cases(cases: list[dict]) -> list[dict]:
+    """Only the jobs every method answered for (a side-by-side comparison on the same cases)."""
+    methods = {c["method"] for c in cases}
+    jobs: dict[str, set[str]] = defaultdict(set)
+    for c in cases:
+        jobs[c["job"]].add(c["method"])
+    return [c for c in cases if jobs[c["job"]] == methods]
+
+
 def load_cases(results: list[Path], labels: Path, jobs_dir: Path | None) -> tuple[list[dict], list[str]]:
     rows = []
     for path in results:

@@ -24,7 +24,8 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
         lines += [f"| {i + 1} | {c['entity']} | {c['kind']} | {c['score']} |" for i, c in enumerate(causes)]
         if named:
             lines += ["", named]
-        lines += ["", f"**Root cause.** {data['root_cause']}", "", f"**Solution.** {data['solution']}", "",
+        written = [f"_{data['note']}._", ""] if data.get("finalized") and data.get("note") else []
+        lines += ["", f"**Root cause.** {data['root_cause']}", "", f"**Solution.** {data['solution']}", "", *written,
                   f"**Responsibility.** {data['responsibility']}", "", "**Evidence.**"]
         lines += [f"- {e}" for e in data.get("evidence") or []] or ["- none cited"]
         lines += ["", f"_{figures}; {data['backend']} / {data['model']}_"]
@@ -33,8 +34,10 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     lines += [f"  {i + 1}. {c['entity']} ({c['kind']}, score {c['score']})" for i, c in enumerate(causes)]
     if named:
         lines.append(f"  ({named})")
-    lines += [f"Root cause: {data['root_cause']}", f"Solution: {data['solution']}",
-              f"Responsibility: {data['responsibility']}", "Evidence:"]
+    lines += [f"Root cause: {data['root_cause']}", f"Solution: {data['solution']}"]
+    if data.get("finalized") and data.get("note"):
+        lines.append(f"({data['note']})")
+    lines += [f"Responsibility: {data['responsibility']}", "Evidence:"]
     lines += [f"  - {e}" for e in data.get("evidence") or []] or ["  - none cited"]
     lines.append(f"({figures}; {data['backend']} / {data['model']})")
     return "\n".join(lines)

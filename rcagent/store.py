@@ -61,6 +61,8 @@ class Store:
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite_utils.Database(path)
+        # batch workers each hold a connection: wait for another's write instead of failing at once
+        self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.conn.execute("PRAGMA journal_mode=WAL")
         migrate(self.db)
 

@@ -199,3 +199,35 @@ def test_judge_grades_with_the_scripted_backend_and_skips_unusable_grades(jobs_d
     assert result["methods"]["nsigma"]["judge_correctness"] == 8.0
     assert result["methods"]["nsigma"]["judge_helpfulness"] == 2.0
     assert any(f"no usable grade for 1 of {n}" in note for note in result["notes"])
+
+
+def test_common_keeps_only_jobs_every_method_has():
+    from rcagent.evaluate import common_cases
+    cases = [{"method": "a", "job": "j1"}, {"method": "a", "job": "j2"}, {"method": "b", "job": "j2"}]
+    assert common_cases(cases) == cases[1:]
+
+
+@pytest.mark.model
+def test_the_local_model_can_act_as_judge(jobs_dir, tmp_path):
+    from rcagent.judge import judge_case
+    from rcagent.serving import make_backend
+    backend = make_backend(Settings(backend="local"))
+    case = {"ref_root_cause": "A CPU hog in service user saturated its CPU.", "ref_solution": "Stop the hog.",
+            "answer": ["user"], "root_cause": "user is CPU bound", "solution": "kill the process"}
+    grade = judge_case(backend, case)      # the grammar makes even a 135M model return a grade
+    assert grade is not None and 0 <= grade["correctness"] <= 10 and 0 <= grade["helpfulness"] <= 10
+
+
+def test_a_cancelled_batch_writes_no_line_for_the_run_in_flight(jobs_dir, tmp_path):
+    from rcagent.serving.scripted import ScriptedBackend
+    from rcagent.store import Store
+    settings = Settings(backend="scripted", store=str(tmp_path / "s.db"))
+    out = tmp_path / "react.jsonl"
+    job = sorted((jobs_dir / "jobs").iterdir())[0]
+    batch = Batch([job], out, "react", settings, backend=ScriptedBackend([]))
+    batch.cancel.set()                      # what Ctrl-C in the main thread does
+    with pytest.raises(KeyboardInterrupt):
+        batch.run()
+    assert read_results(out) == []          # --resume will run it again
+    [run] = Store(settings.store_path()).runs()
+    assert run["status"] == "interrupted"

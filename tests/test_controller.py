@@ -208,3 +208,19 @@ def test_model_ranking_keeps_the_models_order(contacts_job, store, settings):
     assert [r.entity for r in d.root_causes] == d.model_root_causes == \
         ["ts-contacts-service-866bd68c97-xcqfx", "ts-contacts-service"]
     assert [r.score for r in d.root_causes] == [1.0, 0.5]
+
+
+def test_text_that_is_not_a_sentence_is_written_from_the_evidence(contacts_job, store, settings):
+    junk = {"thought": "done", "action": "finalize", "arguments": {
+        "root_causes": ["ts-contacts-service"], "root_cause": "finalize", "solution": "ts-contacts-service",
+        "evidence": ["error-like logs rose in ts-contacts-service"], "responsibility": "contacts team"}}
+    d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), json.dumps(junk))
+    top = d.root_causes[0]
+    assert d.root_cause.startswith(f"{top.entity} ({top.kind}) moved most from its baseline: ")
+    assert top.entity in d.solution and len(d.solution.split()) > 8
+    assert d.note == "root cause and solution written from the evidence (the model's was not a sentence)"
+    # a real sentence is kept as the model wrote it
+    kept = {**junk, "arguments": {**junk["arguments"], "root_cause": "The contacts service returns wrong results",
+                                  "solution": "Roll back the contacts service release"}}
+    d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), json.dumps(kept))
+    assert d.root_cause == "The contacts service returns wrong results" and d.note == ""

@@ -5,9 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
 from rcagent.config import Settings
@@ -61,27 +59,20 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server():
-    path, _ = model_path("smollm2")
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_threads", "2", "--n_ctx", "8192", "--chat_format", "chatml"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(240):
-        if proc.poll() is not None:
-            pytest.fail("llama.cpp server exited at start")
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
+def llama_server(tmp_path_factory):
+    """A real llama.cpp server on loopback, started the way users start one: `rcagent serve`."""
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    proc = subprocess.Popen([sys.executable, "-c", "from rcagent.cli import main; main()", "serve", "--model",
+                             "smollm2", "--port", str(free_port()), "--log", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = proc.stdout.readline().strip()     # printed once the server answers
+    if not url.startswith("http://127.0.0.1:"):
         proc.kill()
-        pytest.fail("llama.cpp server did not answer")
+        pytest.fail(f"rcagent serve did not start: {proc.stderr.read()[-2000:]}")
     yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    proc.terminate()                         # serve stops its server on SIGTERM
+    assert proc.wait(timeout=30) == 0
+    assert "server stopped" in proc.stderr.read()
 
 
 @pytest.mark.server
@@ -93,6 +84,33 @@ def test_openai_backend_against_a_real_server(llama_server, contacts_job, store,
     assert_valid_run(d, contacts_job)
     assert d.invalid_steps == 0  # the schema went out as structured output and was honoured
     assert backend.format == "json_object"  # llama-cpp-python's server form, found by the fallback
+
+
+@pytest.mark.server
+def test_batch_sends_concurrent_requests_to_the_served_model(llama_server, job_of, tmp_path):
+    from rcagent.batch import read_results
+    from tests.test_cli import rcagent
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    for case in ("2023-01-29_08_43", "2023-01-29_08_52"):
+        (jobs / job_of(case).name).symlink_to(job_of(case))
+    out = tmp_path / "react.jsonl"
+    r = rcagent("batch", "--jobs", str(jobs), "--out", str(out), "--backend", "openai", "--base-url", llama_server,
+                "--model", "smollm2", "--concurrency", "2", "--max-steps", "3", "--store", str(tmp_path / "b.db"))
+    assert r.returncode == 0, r.stderr
+    lines = read_results(out)
+    assert sorted(x["job"] for x in lines) == sorted(p.name for p in jobs.iterdir())
+    assert all(x["status"] == "answered" and x["backend"] == "openai" and x["steps"] <= 3 for x in lines)
+    assert "(2 at a time)" in r.stderr
+
+
+def test_serve_without_vllm_says_so(tmp_path):
+    import importlib.util
+    from tests.test_cli import rcagent
+    if importlib.util.find_spec("vllm"):
+        pytest.skip("vLLM is installed here")
+    r = rcagent("serve", "--model", "some/model", "--engine", "vllm", "--log", str(tmp_path / "log"))
+    assert r.returncode == 2 and "vLLM is not installed" in r.stderr and "--engine llama.cpp" in r.stderr
 
 
 @pytest.mark.model

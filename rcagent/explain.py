@@ -1,0 +1,42 @@
+"""Text the harness writes from the evidence when the model's own text is not a usable sentence.
+
+A 135M model often fills finalize's `root_cause` and `solution` with an entity name or the word
+"finalize". The diagnosis must still tell an operator what moved and where to look, so those fields are
+then written from the overview's signals for the top-ranked entity, and the diagnosis says so in its note.
+The solution follows the kind of signal (runbook-style), not the model.
+"""
+from __future__ import annotations
+
+import re
+
+MIN_WORDS = 4
+
+
+def is_sentence(text: str, names: set[str]) -> bool:
+    """At least MIN_WORDS words of letters, and not just an entity name or an action."""
+    words = re.findall(r"[A-Za-z][A-Za-z'-]+", text or "")
+    return len(words) >= MIN_WORDS and text.strip() not in names
+
+
+def explanation(entity: str, kind: str, reasons: list[str]) -> str:
+    if not reasons:
+        return f"{entity} ({kind}) ranks first, but no signal moved far from the baseline."
+    return f"{entity} ({kind}) moved most from its baseline: {'; '.join(reasons[:3])}."
+
+
+def solution(entity: str, reasons: list[str]) -> str:
+    text = " ".join(reasons).lower()
+    if "stopped" in text:
+        return (f"Check whether {entity} is running and reachable (crashed, scaled to zero, network policy); "
+                "restore it, then confirm its callers recover.")
+    if "error" in text:
+        return (f"Read the new error logs of {entity}, roll back its latest change or configuration if the "
+                "errors started with it, and redeploy.")
+    if re.search(r"\bcpu\b", text):
+        return f"Find the process using the CPU in {entity}, stop it, then raise the CPU limit or scale out."
+    if re.search(r"\bmem|memory", text):
+        return f"Find what holds the memory in {entity}, restart it, then raise the memory limit or fix the leak."
+    if "latency" in text or "gap" in text:
+        return (f"Inspect {entity}'s slow calls: its resource limits, network delay to it, and its own "
+                "dependencies; remove the delay or scale it out.")
+    return f"Inspect {entity}'s recent changes, resource limits and dependencies."
