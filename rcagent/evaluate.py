@@ -146,14 +146,24 @@ def common_cases(cases: list[dict]) -> list[dict]:
 
 
 def load_cases(results: list[Path], labels: Path, jobs_dir: Path | None) -> tuple[list[dict], list[str]]:
-    rows = []
+    per_file = []
     for path in results:
         if not path.is_file():
             raise BadInput(f"results file not found: {path}")
         found = read_results(path)
         if not found:
             raise BadInput(f"{path}: no result lines (JSONL written by `rcagent batch`)")
-        rows += found
+        per_file.append((path, found))
+    # one method in several files (two runs of the agent with one model) stays apart, named by its file
+    files_of: dict[str, set[Path]] = defaultdict(set)
+    for path, found in per_file:
+        for row in found:
+            files_of[method_of(row)].add(path)
+    rows = []
+    for path, found in per_file:
+        for row in found:
+            name = method_of(row)
+            rows.append({**row, "method": f"{name} [{path.stem}]"} if len(files_of[name]) > 1 else row)
     if not labels.is_dir():
         raise BadInput(f"--labels {labels}: not a folder")
     cases, unlabelled = score_rows(rows, labels, jobs_dir)

@@ -13,10 +13,11 @@ from rcagent.errors import BackendError
 
 SCHEMA = {
     "type": "object",
-    "properties": {"reason": {"type": "string"},
-                   "correctness": {"type": "integer", "minimum": 0, "maximum": 10},
-                   "helpfulness": {"type": "integer", "minimum": 0, "maximum": 10}},
-    "required": ["reason", "correctness", "helpfulness"],
+    # scores first: a grammar keeps this order, so a reason cut by max_tokens still leaves both scores
+    "properties": {"correctness": {"type": "integer", "minimum": 0, "maximum": 10},
+                   "helpfulness": {"type": "integer", "minimum": 0, "maximum": 10},
+                   "reason": {"type": "string"}},
+    "required": ["correctness", "helpfulness", "reason"],
 }
 
 

@@ -201,6 +201,15 @@ def test_judge_grades_with_the_scripted_backend_and_skips_unusable_grades(jobs_d
     assert any(f"no usable grade for 1 of {n}" in note for note in result["notes"])
 
 
+def test_one_method_in_two_files_stays_apart(jobs_dir, tmp_path):
+    from rcagent.evaluate import load_cases
+    for name in ("run1", "run2"):
+        assert rcagent("batch", "--jobs", str(jobs_dir), "--out", str(tmp_path / f"{name}.jsonl"), "--method",
+                       "nsigma", "--quiet").returncode == 0
+    cases, _ = load_cases([tmp_path / "run1.jsonl", tmp_path / "run2.jsonl"], jobs_dir / "labels", None)
+    assert {c["method"] for c in cases} == {"nsigma [run1]", "nsigma [run2]"}
+
+
 def test_common_keeps_only_jobs_every_method_has():
     from rcagent.evaluate import common_cases
     cases = [{"method": "a", "job": "j1"}, {"method": "a", "job": "j2"}, {"method": "b", "job": "j2"}]
