@@ -311,7 +311,7 @@ class Controller:
         if not explain.is_sentence(solution, names):
             solution = explain.solution(top.entity, reasons)
             written.append("solution")
-        note = f"{' and '.join(written)} written from the evidence (the model's was not a sentence)" if written else ""
+        note = f"{' and '.join(written)} written from the evidence: the model's text was not a sentence" if written else ""
         return root_cause, solution, note
 
     def best_effort(self, why: str) -> Diagnosis:

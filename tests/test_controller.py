@@ -218,7 +218,7 @@ def test_text_that_is_not_a_sentence_is_written_from_the_evidence(contacts_job, 
     top = d.root_causes[0]
     assert d.root_cause.startswith(f"{top.entity} ({top.kind}) moved most from its baseline: ")
     assert top.entity in d.solution and len(d.solution.split()) > 8
-    assert d.note == "root cause and solution written from the evidence (the model's was not a sentence)"
+    assert d.note == "root cause and solution written from the evidence: the model's text was not a sentence"
     # a real sentence is kept as the model wrote it (the cache off: the prompts repeat the first run's)
     settings.cache = False
     kept = {**junk, "arguments": {**junk["arguments"], "root_cause": "The contacts service returns wrong results",
