@@ -291,28 +291,36 @@ class Controller:
         else:
             for i, rc in enumerate(ranked):
                 rc.score = round(1.0 / (i + 1), 3)
-        evidence = args.get("evidence") or []
-        root_cause, solution, note = self.texts(ranked[0], str(args.get("root_cause") or ""),
-                                                str(args.get("solution") or ""))
         return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked, model_root_causes=model_names,
-                         root_cause=root_cause, solution=solution,
-                         evidence=[str(e) for e in (evidence if isinstance(evidence, list) else [evidence])],
-                         responsibility=str(args.get("responsibility") or ""), finalized=True, note=note)
+                         finalized=True, **self.texts(ranked, args))
 
-    def texts(self, top: RootCause, root_cause: str, solution: str) -> tuple[str, str, str]:
-        """The model's root cause and solution, each replaced by text written from the evidence of the
-        top-ranked entity when it is not a sentence; the note says which were replaced."""
+    def texts(self, ranked: list[RootCause], args: dict) -> dict:
+        """The model's root cause, solution, evidence and responsibility; a field that is not a sentence
+        (an entity name, "finalize") is written from the overview's evidence instead, and the note says which."""
         names = set(self.job.entities) | {"finalize"}
-        reasons = next((r for e, _, r in ranking(self.job) if e == top.entity), [])
+        reasons = {e: r for e, _, r in ranking(self.job)}
+        top = ranked[0]
+        evidence = args.get("evidence") or []
+        out = {"root_cause": str(args.get("root_cause") or ""), "solution": str(args.get("solution") or ""),
+               "evidence": [str(e) for e in (evidence if isinstance(evidence, list) else [evidence])],
+               "responsibility": str(args.get("responsibility") or "")}
         written = []
-        if not explain.is_sentence(root_cause, names):
-            root_cause = explain.explanation(top.entity, top.kind, reasons)
+        if not explain.is_sentence(out["root_cause"], names):
+            out["root_cause"] = explain.explanation(top.entity, top.kind, reasons.get(top.entity, []))
             written.append("root cause")
-        if not explain.is_sentence(solution, names):
-            solution = explain.solution(top.entity, reasons)
+        if not explain.is_sentence(out["solution"], names):
+            out["solution"] = explain.solution(top.entity, reasons.get(top.entity, []))
             written.append("solution")
-        note = f"{' and '.join(written)} written from the evidence: the model's text was not a sentence" if written else ""
-        return root_cause, solution, note
+        if not any(explain.is_sentence(e, names) for e in out["evidence"]):
+            out["evidence"] = [f"{rc.entity}: {'; '.join(reasons[rc.entity])}" for rc in ranked[:3]
+                               if reasons.get(rc.entity)]
+            written.append("evidence")
+        if not explain.is_sentence(out["responsibility"], names, min_words=2):
+            out["responsibility"] = f"the team that owns {top.entity}"
+            written.append("responsibility")
+        if written:
+            out["note"] = f"{', '.join(written)} written from the evidence: the model's text was not a sentence"
+        return out
 
     def best_effort(self, why: str) -> Diagnosis:
         """No finalize: rank what the agent looked at (else everything) by the overview's anomaly score."""

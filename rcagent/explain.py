@@ -1,8 +1,9 @@
 """Text the harness writes from the evidence when the model's own text is not a usable sentence.
 
-A 135M model often fills finalize's `root_cause` and `solution` with an entity name or the word
-"finalize". The diagnosis must still tell an operator what moved and where to look, so those fields are
-then written from the overview's signals for the top-ranked entity, and the diagnosis says so in its note.
+A 135M model often fills finalize's `root_cause`, `solution`, `evidence` and `responsibility` with an entity
+name or the word "finalize". The diagnosis must still tell an operator what moved and where to look, so
+those fields are then written from the overview's signals (of the top-ranked entity; for evidence, of the
+top three), and the diagnosis says so in its note.
 The solution follows the kind of signal (runbook-style), not the model.
 """
 from __future__ import annotations
@@ -12,10 +13,10 @@ import re
 MIN_WORDS = 4
 
 
-def is_sentence(text: str, names: set[str]) -> bool:
-    """At least MIN_WORDS words of letters, and not just an entity name or an action."""
+def is_sentence(text: str, names: set[str], min_words: int = MIN_WORDS) -> bool:
+    """At least min_words words of letters, and not just an entity name or an action."""
     words = re.findall(r"[A-Za-z][A-Za-z'-]+", text or "")
-    return len(words) >= MIN_WORDS and text.strip() not in names
+    return len(words) >= min_words and text.strip() not in names
 
 
 def explanation(entity: str, kind: str, reasons: list[str]) -> str:

@@ -4,7 +4,7 @@ A small model names plausible entities but orders them poorly; the overview rank
 its telemetry moved. Each entity scores its evidence (normalized so the top entity has 1) plus a vote from
 the model: MODEL_VOTE for the model's first pick, half that for its second, and so on. The model's first
 pick therefore wins whenever its evidence is at least half the top entity's, and an entity the model names
-without evidence still enters the list. The weight was fixed before any evaluation, not tuned on the cases.
+without evidence can still enter the list (it scores its vote). The weight was fixed before any evaluation, not tuned on the cases.
 """
 from __future__ import annotations
 

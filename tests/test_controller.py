@@ -218,9 +218,16 @@ def test_text_that_is_not_a_sentence_is_written_from_the_evidence(contacts_job, 
     top = d.root_causes[0]
     assert d.root_cause.startswith(f"{top.entity} ({top.kind}) moved most from its baseline: ")
     assert top.entity in d.solution and len(d.solution.split()) > 8
-    assert d.note == "root cause and solution written from the evidence: the model's text was not a sentence"
-    # a real sentence is kept as the model wrote it (the cache off: the prompts repeat the first run's)
+    assert d.note == "root cause, solution written from the evidence: the model's text was not a sentence"
+    assert d.evidence == junk["arguments"]["evidence"] and d.responsibility == "contacts team"
+    # evidence that only names entities is replaced by the signals of the top entities
+    bare = {**junk, "arguments": {**junk["arguments"], "evidence": ["ts-contacts-service"], "responsibility": "x"}}
     settings.cache = False
+    d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), json.dumps(bare))
+    assert d.evidence[0].startswith(f"{top.entity}: ") and "baseline" not in d.evidence[0]
+    assert d.responsibility == f"the team that owns {top.entity}"
+    assert d.note.startswith("root cause, solution, evidence, responsibility written from the evidence")
+    # a real sentence is kept as the model wrote it (the cache off: the prompts repeat the first run's)
     kept = {**junk, "arguments": {**junk["arguments"], "root_cause": "The contacts service returns wrong results",
                                   "solution": "Roll back the contacts service release"}}
     d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), json.dumps(kept))
