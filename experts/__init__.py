@@ -1,1 +1,17 @@
-"""Expert agents (log expert, code expert): LLM sub-agents that cite evidence. Built in a later issue."""
+"""Expert agents (log expert; code expert next): LLM sub-agents registered as tools, each citing evidence.
+
+An expert tool gets an ExpertContext from the controller: `ask` sends its own prompts to the run's model
+(counted, cached and logged like the controller's calls) and `report` records figures on the step, such
+as how many findings were discarded because their evidence matched no real log line.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ExpertContext(Protocol):
+    def ask(self, messages: list[dict], schema: dict | None = None, max_tokens: int = 400) -> str:
+        ...
+
+    def report(self, **figures) -> None:
+        ...

@@ -31,6 +31,20 @@ REGEN_ANSWER_MAX = 600    # how much of a bad answer the YAML restatement prompt
 REGEN_MAX_TOKENS = 400    # a YAML action is short; a longer restatement is degenerate
 
 
+class ExpertCalls:
+    """What an expert tool gets (rcagent.experts.ExpertContext): the run's model, counted and cached like
+    the controller's own calls, and the step's record for its figures."""
+
+    def __init__(self, controller: "Controller"):
+        self.controller = controller
+
+    def ask(self, messages: list[dict], schema: dict | None = None, max_tokens: int = 400) -> str:
+        return self.controller.query(messages, schema, max_tokens).text
+
+    def report(self, **figures) -> None:
+        self.controller.expert_figures.update(figures)
+
+
 class Finalized(Exception):
     def __init__(self, diagnosis: Diagnosis):
         self.diagnosis = diagnosis
@@ -40,7 +54,7 @@ class Controller:
     def __init__(self, job: Job, backend: Backend, store: Store, settings: Settings,
                  tools: dict[str, Tool] | None = None, progress: Callable[[dict], None] | None = None):
         self.job, self.backend, self.store, self.settings = job, backend, store, settings
-        self.tools = tools if tools is not None else load_builtin_tools()
+        self.tools = tools if tools is not None else load_builtin_tools(experts=settings.experts)
         self.progress = progress
         self.parse = JsonRegen(self.restate_as_yaml, settings.yaml_rounds) if settings.jsonregen else strict
         self.checks = HANDLERS if settings.handlers else ()
@@ -55,6 +69,7 @@ class Controller:
         self.page_counts: dict[str, int] = {}         # snapshot key -> its number of pages, in key order
         self.messages: list[dict] = []
         self.step_messages: list[dict] = []            # the messages of the current step's model call
+        self.expert_figures: dict = {}                 # what an expert tool reported on this step
         self.step = self.invalid = self.repaired = 0
         self.llm_calls = self.prompt_tokens = self.completion_tokens = 0
         self.run_id = ""
@@ -71,7 +86,8 @@ class Controller:
                                                                 "temperature": s.temperature,
                                                                 "constrain": s.constrain, "jsonregen": s.jsonregen,
                                                                 "handlers": s.handlers,
-                                                                "schema_limits": s.schema_limits, "ranking": s.ranking})
+                                                                "schema_limits": s.schema_limits, "ranking": s.ranking,
+                                                                "experts": s.experts})
         self.messages = [
             {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
                                                          tool_docs=tool_docs(self.tools))},
@@ -215,7 +231,7 @@ class Controller:
         if missing:
             raise ToolError(f"{tool.name} needs {', '.join(missing)}: {tool.signature()}.")
         try:
-            observation = run_tool(tool, self.job, args)
+            observation = run_tool(tool, self.job, args, ctx=ExpertCalls(self) if tool.expert else None)
         except UnknownEntity as exc:
             raise ToolError(f"{exc}. Use a name from the inventory (overview or topology lists them).") from None
         except (ValueError, TypeError) as exc:
@@ -347,6 +363,9 @@ class Controller:
                   snapshot: str | None = None) -> None:
         if len(rounds) > 1:
             self.repaired += 1
+        if self.expert_figures:
+            record["expert"] = json.dumps(self.expert_figures)
+            self.expert_figures = {}
         self.store.add_step(self.run_id, self.step, thought=action.thought, action=action.name,
                             arguments=action.arguments, observation=observation, snapshot=snapshot, valid=1,
                             repairs=json.dumps(rounds) if len(rounds) > 1 else None, **record)

@@ -42,7 +42,12 @@ def _m002_stabilizers(db: sqlite_utils.Database) -> None:
     db["steps"].add_column("repairs", str)
 
 
-MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers)]
+def _m003_experts(db: sqlite_utils.Database) -> None:
+    # what an expert tool reported on its step (JSON), e.g. {"clusters": 5, "kept": 1, "discarded": 2}
+    db["steps"].add_column("expert", str)
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:

@@ -247,7 +247,7 @@ def test_unknown_tool_argument_and_entity_get_hints(contacts_job, store, setting
 
 def test_trivial_input_to_an_expert(contacts_job, store, settings):
     expert = Tool("explain_code", "An expert reads a class", (Param("target", "a class or file name", min_chars=4),),
-                  run=lambda job, target: f"read {target}", expert=True)
+                  run=lambda job, target, ctx: f"read {target}", expert=True)
     tools = {**load_builtin_tools(), "explain_code": expert}
     d, steps, _ = run(contacts_job, store, settings, act("explain_code", target=""), act("explain_code", target=" "),
                       act("explain_code", target="ab"), act("explain_code", target="ContactsServiceImpl"),

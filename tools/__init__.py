@@ -67,16 +67,24 @@ def tool_docs(tools: dict[str, Tool]) -> str:
     return "\n".join(lines)
 
 
-def run_tool(tool: Tool, job: Job, args: dict) -> str:
-    """Resolve entity arguments (fuzzy, with 'did you mean') and run the tool."""
+def run_tool(tool: Tool, job: Job, args: dict, ctx=None) -> str:
+    """Resolve entity arguments (fuzzy, with 'did you mean') and run the tool. An expert tool also gets
+    `ctx` (rcagent.experts.ExpertContext): its way to the model and to the step's record."""
     args = dict(args)
     for p in tool.params:
         if p.entity and args.get(p.name) not in (None, ""):
             args[p.name] = job.resolve(str(args[p.name])).id
+    if tool.expert:
+        if ctx is None:
+            raise ValueError(f"{tool.name} is an expert and needs a model context")
+        return tool.run(job, ctx=ctx, **args)
     return tool.run(job, **args)
 
 
-def load_builtin_tools() -> dict[str, Tool]:
+def load_builtin_tools(experts: bool = False) -> dict[str, Tool]:
+    """The information tools, plus the expert agents when `experts` is set."""
     # Importing the modules registers their tools.
     from rcagent.tools import overview, metrics, logs, calls, events, topology  # noqa: F401
-    return dict(REGISTRY)
+    if experts:
+        from rcagent.experts import logexpert  # noqa: F401
+    return {name: tool for name, tool in REGISTRY.items() if experts or not tool.expert}

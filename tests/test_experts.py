@@ -1,0 +1,121 @@
+"""The log expert: Louvain clusters of real logs, citations checked against real lines, bounded inputs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rcagent.controller import Controller
+from rcagent.experts.logcluster import MAX_LINES, cluster_logs
+from rcagent.experts.logexpert import degenerate, real_lines, verify
+from rcagent.job import Job
+from rcagent.serving.scripted import ScriptedBackend
+from tests.test_job import META, write
+
+CONTACTS = "ts-contacts-service"
+ERROR_LINE = "No contacts according to contactsId"
+
+
+def test_clusters_of_a_real_job_put_the_error_cluster_first(contacts_job):
+    clusters = cluster_logs(contacts_job, CONTACTS)
+    assert len(clusters) >= 2
+    first = clusters[0]
+    assert first.error_like and any(ERROR_LINE in t for t in first.templates)
+    lines = set(real_lines(contacts_job, CONTACTS))
+    assert all(line in lines for c in clusters for line in c.examples)   # examples are real lines
+
+
+def test_verify_keeps_real_citations_and_discards_invented_ones(contacts_job):
+    lines = real_lines(contacts_job, CONTACTS)
+    real = next(line for line in lines if ERROR_LINE in line)
+    findings = [
+        {"finding": "contacts are missing", "evidence": [real[:-3]]},            # a slightly cut real line
+        {"finding": "the database is down", "evidence": ["ERROR c.s.ContactsServiceImpl#99 connection refused to mysql"]},
+        {"finding": "too short to prove", "evidence": ["ERROR"]},
+    ]
+    kept, discarded = verify(findings, lines)
+    assert discarded == 2 and [f["finding"] for f in kept] == ["contacts are missing"]
+    assert kept[0]["evidence"] == [real]                                     # replaced by the real line
+
+
+def expert_run(job, store, settings, evidence: list[str]):
+    settings.experts = True
+    call = {"thought": "read the logs", "action": "log_expert", "arguments": {"entity": CONTACTS}}
+    answer = {"findings": [{"evidence": evidence[:1], "finding": "contacts not found errors rose"},
+                           {"evidence": evidence[1:], "finding": "an invented outage"}]}
+    final = {"thought": "done", "action": "finalize", "arguments": {
+        "root_causes": [CONTACTS], "root_cause": "The contacts service fails to find contacts",
+        "solution": "Roll back the contacts service", "evidence": ["contacts errors rose in the window"],
+        "responsibility": "contacts team"}}
+    backend = ScriptedBackend([json.dumps(call), "The error cluster grew.", json.dumps(answer), json.dumps(final)])
+    d = Controller(job, backend, store, settings).run()
+    return d, backend
+
+
+def test_log_expert_through_the_controller_reports_discarded_findings(contacts_job, store, settings):
+    real = next(line for line in real_lines(contacts_job, CONTACTS) if ERROR_LINE in line)
+    d, backend = expert_run(contacts_job, store, settings, [real, "16:42:00 ERROR mysql is down, connection refused"])
+    assert d.finalized and d.invalid_steps == 0 and d.llm_calls == 4        # two of them the expert's
+    # the expert's second call was constrained to the lines it was shown
+    schema = backend.calls[2]["schema"]
+    shown = schema["properties"]["findings"]["items"]["properties"]["evidence"]["items"]["enum"]
+    assert real in shown or any(ERROR_LINE in s for s in shown)
+    step = store.steps(d.run_id)[0]
+    assert step["action"] == "log_expert" and json.loads(step["expert"])["discarded"] == 1
+    assert json.loads(step["expert"])["kept"] == 1
+    assert "1 discarded (evidence matched no real line)" in step["observation"]
+    assert f"evidence: {real[:100]}" in step["observation"]
+    # the full clustering is behind a snapshot key
+    assert step["snapshot"] and "Clusters (most changed first)" in store.snapshot(d.run_id, step["snapshot"])
+
+
+def test_the_expert_tool_is_offered_only_when_experts_are_on(contacts_job, store, settings):
+    from rcagent.tools import load_builtin_tools
+    assert "log_expert" not in load_builtin_tools()
+    assert load_builtin_tools(experts=True)["log_expert"].expert
+
+
+def test_no_logs_gives_a_plain_answer(tmp_path, store, settings):
+    job = Job.load(write(tmp_path / "j", entities="id,kind\ncart,service\n"))
+    assert cluster_logs(job, "cart") == []
+    from rcagent.controller import ExpertCalls
+    from rcagent.tools import load_builtin_tools, run_tool
+    settings.experts = True
+    c = Controller(job, ScriptedBackend([]), store, settings)
+    out = run_tool(load_builtin_tools(experts=True)["log_expert"], job, {"entity": "cart"}, ctx=ExpertCalls(c))
+    assert "no log lines" in out and c.expert_figures == {"clusters": 0, "kept": 0, "discarded": 0}
+
+
+def _log_job(tmp_path, lines: list[str]):
+    rows = ["timestamp,entity,level,message"]
+    for i, line in enumerate(lines):
+        minute = 10 + (i % 10) if i % 2 else i % 10          # half in the window, half in the baseline
+        rows.append(f"2024-01-01T00:{minute:02d}:{i % 60:02d}Z,cart,INFO,{line}")
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "logs.csv").write_text("\n".join(rows) + "\n")
+    return Job.load(write(tmp_path / "j", entities="id,kind\ncart,service\n"))
+
+
+def test_one_huge_repeated_line_stays_bounded(tmp_path):
+    job = _log_job(tmp_path, ["GET /cart 200 ok"] * (2 * MAX_LINES + 10_000))
+    [cluster] = cluster_logs(job, "cart")
+    assert cluster.examples == ["GET /cart 200 ok"]
+    assert cluster.window + cluster.baseline == pytest.approx(2 * MAX_LINES + 10_000, rel=0.01)  # scaled back
+
+
+def test_binary_junk_in_a_log_is_cleaned(tmp_path):
+    junk = "\x00\x01\x02binary\x7f\x1b[31m ERROR payment failed \x03"
+    job = _log_job(tmp_path, [junk] * 20 + ["normal line about checkout"] * 20)
+    clusters = cluster_logs(job, "cart")
+    examples = [line for c in clusters for line in c.examples]
+    assert all(ch.isprintable() for line in examples for ch in line)
+    assert any("ERROR payment failed" in line for line in examples)
+    assert next(c for c in clusters if any("payment" in t for t in c.templates)).error_like
+
+
+def test_degenerate_thoughts_are_recognized():
+    assert degenerate("1. " + " ".join(f"{i}." for i in range(200)))
+    assert degenerate("The incident is bad. " * 30)
+    assert not degenerate("The error cluster of ts-contacts-service grew four times while its traffic grew "
+                          "as much, so the errors follow the load; the NEW template about missing contacts "
+                          "appears only in the window and points at the contacts lookup.")
