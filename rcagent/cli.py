@@ -34,6 +34,7 @@ def model_options(fn):
         click.option("--allow-remote", is_flag=True, default=None,
                      help="Allow a non-loopback --base-url (telemetry leaves the machine)."),
         click.option("--max-steps", type=click.IntRange(1, 200), help="Step limit (default 15)."),
+        click.option("--experts/--no-experts", default=None, help="Offer the expert agents (log_expert) as tools."),
         click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots."),
         click.option("--script", type=click.Path(dir_okay=False),
                      help="Scripted backend: JSON file with the list of model responses to replay."),
@@ -43,10 +44,10 @@ def model_options(fn):
     return fn
 
 
-def model_settings(config, backend, model, base_url, allow_remote, max_steps, script, **more):
+def model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts=None, **more):
     """Settings from the config file and the model_options flags (a backend's default model name if none)."""
     settings = load_settings(config, backend=backend, model=model, base_url=base_url, allow_remote=allow_remote,
-                             max_steps=max_steps, script=script, **more)
+                             max_steps=max_steps, script=script, experts=experts, **more)
     if backend and not model and backend != "local":
         settings.model = {"openai": "default", "scripted": "scripted"}.get(backend, settings.model)
     return settings
@@ -96,7 +97,8 @@ def import_cmd(kind, src, dest, fmt):
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the diagnosis as JSON to this file.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @output_format
-def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, store, script, out, quiet, fmt):
+def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, out, quiet,
+            fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
     from rcagent.controller import Controller
     from rcagent.job import Job
@@ -104,7 +106,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     from rcagent.serving import make_backend
     from rcagent.store import Store
 
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, store=store)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
     job = Job.load(job_dir)
     db = Store(settings.store_path())
     click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
@@ -195,8 +197,8 @@ def bench():
 @model_options
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the results as JSON (one object per configuration).")
 @output_format
-def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_url, allow_remote, max_steps, store,
-                    script, out, fmt):
+def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_url, allow_remote, max_steps, experts,
+                    store, script, out, fmt):
     """Pass Rate and Invalid Rate of the controller with each stabilizer on and off."""
     import datetime as dt
 
@@ -208,7 +210,7 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
         raise BadInput(f"--jobs {jobs_dir}: not a folder")
     configurations(ablate)               # bad input is refused before anything runs
     find_jobs(Path(jobs_dir).expanduser())
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     store_path = Path(store).expanduser() if store else cache_dir() / "bench" / f"stability-{stamp}.db"
     db = Store(store_path)
@@ -238,14 +240,15 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 @click.option("--sample", "sample_n", type=click.IntRange(1),
               help="Only this many jobs, drawn evenly across systems (seeded by --seed).")
 @click.option("--seed", default=0, show_default=True, help="Seed of --sample and of the random baseline.")
+@click.option("--system", help="Only the jobs of this system (after --sample, so a sample's jobs stay the same).")
 @model_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, config, backend, model, base_url,
-          allow_remote, max_steps, store, script, quiet):
+def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
+          base_url, allow_remote, max_steps, experts, store, script, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
     from rcagent.batch import Batch, prepare_output
     from rcagent.progress import BatchProgress
-    from rcagent.stability import find_jobs, sample
+    from rcagent.stability import find_jobs, job_system, sample
 
     folder = Path(jobs_dir).expanduser()
     if not folder.is_dir():
@@ -253,8 +256,12 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, c
     jobs = find_jobs(folder)
     if sample_n:
         jobs = sample(jobs, sample_n, seed)
+    if system:
+        jobs = [j for j in jobs if job_system(j) == system]
+        if not jobs:
+            raise BadInput(f"--system {system}: no job of that system in {jobs_dir}")
     out_path = Path(out).expanduser()
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, store=store)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
     done = prepare_output(out_path, resume)
     todo = [j for j in jobs if j.name not in done]
     who = f"{settings.backend}/{settings.model}" if method == "react" else method

@@ -54,7 +54,8 @@ class Controller:
     def __init__(self, job: Job, backend: Backend, store: Store, settings: Settings,
                  tools: dict[str, Tool] | None = None, progress: Callable[[dict], None] | None = None):
         self.job, self.backend, self.store, self.settings = job, backend, store, settings
-        self.tools = tools if tools is not None else load_builtin_tools(experts=settings.experts)
+        tools = tools if tools is not None else load_builtin_tools(experts=settings.experts)
+        self.tools = {n: t for n, t in tools.items() if t.available is None or t.available(job)}
         self.progress = progress
         self.parse = JsonRegen(self.restate_as_yaml, settings.yaml_rounds) if settings.jsonregen else strict
         self.checks = HANDLERS if settings.handlers else ()

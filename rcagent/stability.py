@@ -50,12 +50,15 @@ def find_jobs(folder: Path) -> list[Path]:
     return jobs
 
 
+def job_system(job: Path) -> str:
+    return str((yaml.safe_load((job / "job.yaml").read_text()) or {}).get("system", "?"))
+
+
 def sample(jobs: list[Path], limit: int, seed: int) -> list[Path]:
     """`limit` jobs spread evenly over the systems: shuffled per system (seeded), then taken in turn."""
     by_system: dict[str, list[Path]] = {}
     for job in jobs:
-        system = (yaml.safe_load((job / "job.yaml").read_text()) or {}).get("system", "?")
-        by_system.setdefault(system, []).append(job)
+        by_system.setdefault(job_system(job), []).append(job)
     rng = random.Random(seed)
     queues = []
     for system in sorted(by_system):

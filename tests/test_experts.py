@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,117 @@ def test_degenerate_thoughts_are_recognized():
     assert not degenerate("The error cluster of ts-contacts-service grew four times while its traffic grew "
                           "as much, so the errors follow the load; the NEW template about missing contacts "
                           "appears only in the window and points at the contacts lookup.")
+
+
+# ---- code expert -------------------------------------------------------------------------------------
+TRAVEL = """package travel.service;
+
+import org.springframework.web.client.RestTemplate;
+import travel.route.RouteService;
+
+public class TravelServiceImpl {
+    private RestTemplate rest;
+    private RouteService routes;
+
+    public Trip query(String id) {
+        Route r = routes.getRoute(id);
+        if (r == null) {
+            return null;   // a missing route returns null to the caller
+        }
+        return new Trip(r);
+    }
+}
+"""
+ROUTE = """package travel.route;
+
+public class RouteService {
+    public Route getRoute(String id) {
+        return repository.findById(id);
+    }
+}
+"""
+
+
+class Follower:
+    """A scripted expert model that always recommends the first class it is offered."""
+    name, model = "scripted", "follower"
+
+    def __init__(self):
+        self.calls = []
+
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
+        from rcagent.serving import Completion
+        self.calls.append({"messages": messages, "schema": schema})
+        offered = (schema or {}).get("properties", {}).get("next", {}).get("items", {}).get("enum") or []
+        text = json.dumps({"summary": f"read call {len(self.calls)}", "next": offered[:1]})
+        return [Completion(text, 10, 10)]
+
+
+def code_job(tmp_path, files: dict[str, str]):
+    folder = write(tmp_path / "job", entities="id,kind\ntravel,service\n")
+    for rel, text in files.items():
+        (folder / "code" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "code" / rel).write_text(text)
+    return Job.load(folder)
+
+
+def run_code_expert(job, target, backend, store, settings):
+    from rcagent.controller import ExpertCalls
+    from rcagent.tools import load_builtin_tools, run_tool
+    settings.experts = True
+    c = Controller(job, backend, store, settings)
+    return run_tool(load_builtin_tools(experts=True)["code_expert"], job, {"target": target}, ctx=ExpertCalls(c)), c
+
+
+def test_code_expert_follows_the_code_and_stops_at_external_dependencies(tmp_path, store, settings):
+    job = code_job(tmp_path, {"travel/service/TravelServiceImpl.java": TRAVEL, "travel/route/RouteService.java": ROUTE})
+    out, c = run_code_expert(job, "t.s.TravelServiceImpl#13", Follower(), store, settings)
+    assert out.startswith("Code expert on t.s.TravelServiceImpl#13: read 2 file(s); stopped because the queue was exhausted")
+    assert "travel/service/TravelServiceImpl.java lines 1-17: read call 1" in out
+    assert "travel/route/RouteService.java lines 1-7: read call 2" in out
+    assert "org.springframework.web.client.RestTemplate" in out
+    first = c.backend.calls[0]
+    assert "   13             return null;" in first["messages"][0]["content"]       # numbered lines
+    assert first["schema"]["properties"]["next"]["items"]["enum"] == ["RouteService"]
+    assert c.expert_figures == {"files": 2, "queued_left": 0, "external": 1}
+    assert "code_expert" in Controller(job, Follower(), store, settings).tools
+
+
+def test_code_expert_reads_nothing_outside_code(tmp_path, store, settings):
+    outside = tmp_path / "secret.java"
+    outside.write_text("class Secret { String password = \"hunter2\"; }")
+    job = code_job(tmp_path, {"travel/TravelServiceImpl.java": TRAVEL})
+    (job.path / "code" / "Secret.java").symlink_to(outside)
+    (job.path / "code" / "linked").symlink_to(tmp_path, target_is_directory=True)
+    for target in ("../../secret.java", str(outside), "Secret", "Secret.java", "linked/secret.java", "../job.yaml"):
+        out, _ = run_code_expert(job, target, Follower(), store, settings)
+        assert "not a file or class under code/" in out and "hunter2" not in out, target
+
+
+def test_code_expert_caps_the_size_it_reads(tmp_path, store, settings):
+    from rcagent.experts.codeexpert import MAX_BYTES, read_window
+    job = code_job(tmp_path, {"Big.java": "// filler line\n" * (MAX_BYTES // 5)})
+    text, start, end = read_window(job.path / "code" / "Big.java", 10_000_000)
+    assert end <= MAX_BYTES // 15 + 1 and text.count("\n") <= 2 * 40
+
+
+def test_code_expert_is_not_offered_without_code(contacts_job, store, settings):
+    settings.experts = True
+    c = Controller(contacts_job, ScriptedBackend([]), store, settings)
+    assert "log_expert" in c.tools and "code_expert" not in c.tools
+
+
+def test_code_expert_on_a_real_installed_package(tmp_path, store, settings):
+    """A real code tree: json_repair's source, copied into a job. The incident we describe: a log pipeline
+    that repairs model output with json_repair returned a truncated object; the frame points at the parser."""
+    import shutil
+    import json_repair
+    src = Path(json_repair.__file__).parent
+    job = code_job(tmp_path, {})
+    shutil.copytree(src, job.path / "code" / "json_repair", ignore=shutil.ignore_patterns("__pycache__"))
+    out, c = run_code_expert(job, "json_repair/json_parser.py:40", Follower(), store, settings)
+    assert out.startswith("Code expert on json_repair/json_parser.py:40: read ")
+    assert "json_repair/json_parser.py lines 1-80" in out
+    # it followed a module the parser mentions, inside the package
+    read = [line for line in out.splitlines() if line.startswith("json_repair/")]
+    assert len(read) >= 2 and all(" lines " in line for line in read)

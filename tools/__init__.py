@@ -29,6 +29,7 @@ class Tool:
     params: tuple[Param, ...]
     run: Callable[..., str] = field(compare=False)
     expert: bool = False            # an LLM expert agent rather than a plain query
+    available: Callable[[Job], bool] | None = field(default=None, compare=False)  # offered only on such jobs
 
     def signature(self) -> str:
         args = ", ".join(p.name if p.required else f"{p.name}?" for p in self.params)
@@ -42,13 +43,15 @@ class Tool:
 REGISTRY: dict[str, Tool] = {}
 
 
-def register(name: str, doc: str, *params: Param, expert: bool = False):
-    """Decorator: add a function `fn(job, **args) -> str` to the registry."""
+def register(name: str, doc: str, *params: Param, expert: bool = False,
+             available: Callable[[Job], bool] | None = None):
+    """Decorator: add a function `fn(job, **args) -> str` to the registry. `available(job)`, if given,
+    decides per job whether the tool is offered (the code expert needs a code/ folder)."""
     if len(params) > 2:
         raise ValueError(f"tool {name}: at most one entity and one more parameter")
 
     def wrap(fn):
-        REGISTRY[name] = Tool(name, doc, tuple(params), fn, expert)
+        REGISTRY[name] = Tool(name, doc, tuple(params), fn, expert, available)
         return fn
     return wrap
 
@@ -86,5 +89,5 @@ def load_builtin_tools(experts: bool = False) -> dict[str, Tool]:
     # Importing the modules registers their tools.
     from rcagent.tools import overview, metrics, logs, calls, events, topology  # noqa: F401
     if experts:
-        from rcagent.experts import logexpert  # noqa: F401
+        from rcagent.experts import codeexpert, logexpert  # noqa: F401
     return {name: tool for name, tool in REGISTRY.items() if experts or not tool.expert}
