@@ -72,10 +72,11 @@ def locate(root: Path, files: dict[str, str], target: str) -> tuple[str | None, 
     name, line = m.group("name"), int(m.group("line")) if m.group("line") else None
     if safe_file(root, name):
         return name, line
-    stem = re.split(r"[./$]", name.removesuffix(Path(name).suffix) if Path(name).suffix in SOURCE_SUFFIXES else name)
-    for candidate in reversed([s for s in stem if s]):
-        if candidate.lower() in files:
-            return files[candidate.lower()], line
+    # 'c.s.TravelServiceImpl' or 'pkg/Travel.java' or 'Outer$Inner': try the last name part first
+    bare = name.removesuffix(Path(name).suffix) if Path(name).suffix in SOURCE_SUFFIXES else name
+    for part in reversed([p for p in re.split(r"[./$]", bare) if p]):
+        if part.lower() in files:
+            return files[part.lower()], line
     return None, line
 
 

@@ -3,10 +3,11 @@
 As in RCAgent §3.2.2: the clusters (logcluster.py) are the chunks; the ones shown to the model are chosen by
 how much they changed, then by similarity to the alert, within a character budget (retrieval over the
 chunks). The expert thinks step by step (zero-shot chain of thought), then a second call extracts the
-findings as JSON, each with evidence lines copied from the chunks. Every evidence line is checked against
+findings as JSON, each citing the ids of real lines shown in the chunks ([L1], [L2], ...) or lines
+copied from them. Every evidence line is checked against
 the real log lines of the entity: a line that matches none (fuzzy ratio below MATCH) is dropped, and a
-finding left without evidence is discarded. Under a grammar (local backend, vLLM) the evidence is already
-an enumeration of the lines shown, so the check matters most for backends without one. The count of discarded findings goes on the step. The full
+finding left without evidence is discarded. Under a grammar (local backend, vLLM) the evidence is an
+enumeration of the shown lines' ids, so the check matters most for backends without one. The count of discarded findings goes on the step. The full
 clustering follows the findings in the observation, so the controller stores it behind a snapshot key.
 """
 from __future__ import annotations
@@ -24,13 +25,13 @@ CHUNK_BUDGET = 2400       # characters of clusters shown to the expert
 MATCH = 90                # rapidfuzz score an evidence line needs against a real line
 MIN_EVIDENCE_CHARS = 20   # shorter "evidence" (a word, a level) proves nothing
 THINK_TOKENS = 200
-ANSWER_TOKENS = 600
+ANSWER_TOKENS = 300
 
 
-def answer_schema(lines: list[str]) -> dict:
-    """Findings as JSON. Evidence comes first and, under a grammar, is one of the real lines shown, so even
+def answer_schema(ids: list[str]) -> dict:
+    """Findings as JSON. Evidence comes first and, under a grammar, is the id of a real line shown, so even
     a small model cites real lines; the finding follows (a cut-off finding still leaves the evidence)."""
-    evidence = {"type": "string", "enum": lines} if lines else {"type": "string"}
+    evidence = {"type": "string", "enum": ids} if ids else {"type": "string"}
     return {
         "type": "object",
         "properties": {"findings": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
@@ -64,6 +65,23 @@ def choose_chunks(clusters: list[Cluster], alert: str, budget: int = CHUNK_BUDGE
         chunks.append(text[:budget])
         used += len(text)
     return chunks
+
+
+def number_lines(chunks: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Give each real line shown an id ([L1], [L2], ...): the expert cites ids, which a grammar can
+    enumerate cheaply (an enumeration of whole log lines made llama.cpp's sampling 100x slower)."""
+    ids: dict[str, str] = {}
+    out = []
+    for chunk in chunks:
+        lines = []
+        for line in chunk.splitlines():
+            if line.startswith("  line: "):
+                key = f"L{len(ids) + 1}"
+                ids[key] = line.removeprefix("  line: ")
+                line = f"  [{key}] {ids[key]}"
+            lines.append(line)
+        out.append("\n".join(lines))
+    return out, ids
 
 
 def real_lines(job: Job, entity: str) -> list[str]:
@@ -104,21 +122,22 @@ def log_expert(job: Job, entity: str, ctx: ExpertContext) -> str:
     if not clusters:
         ctx.report(clusters=0, kept=0, discarded=0)
         return f"Log expert on {entity}: no log lines of it in the window or the baseline."
-    chunks = choose_chunks(clusters, job.alert)
-    shown = [line.removeprefix("  line: ") for chunk in chunks for line in chunk.splitlines()
-             if line.startswith("  line: ")]
+    chunks, ids = number_lines(choose_chunks(clusters, job.alert))
     messages = [{"role": "user", "content": prompts.render("log_expert_think", alert=job.alert, entity=entity,
                                                            chunks="\n\n".join(chunks))}]
     thought = ctx.ask(messages, None, THINK_TOKENS)
     if not degenerate(thought):    # a looping "thought" would only mislead the extraction
         messages += [{"role": "assistant", "content": thought}]
     messages += [{"role": "user", "content": prompts.render("log_expert_answer")}]
-    answer = ctx.ask(messages, answer_schema(shown), ANSWER_TOKENS)
+    answer = ctx.ask(messages, answer_schema(list(ids)), ANSWER_TOKENS)
     try:
         data = json.loads(repair_json(answer))
         findings = data.get("findings") if isinstance(data, dict) else []
     except (ValueError, TypeError):
         findings = []
+    for f in findings or []:       # a cited id stands for its line; anything else is checked as written
+        if isinstance(f, dict) and isinstance(f.get("evidence"), list):
+            f["evidence"] = [ids.get(str(e).strip(" []"), e) for e in f["evidence"]]
     kept, discarded = verify([f for f in findings or [] if isinstance(f, dict)], real_lines(job, entity))
     ctx.report(clusters=len(clusters), kept=len(kept), discarded=discarded)
     new = sum(c.new for c in clusters)

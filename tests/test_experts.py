@@ -53,14 +53,25 @@ def expert_run(job, store, settings, evidence: list[str]):
     return d, backend
 
 
+def test_a_cited_id_stands_for_its_line(contacts_job, store, settings):
+    from rcagent.experts.logexpert import choose_chunks, number_lines
+    chunks, ids = number_lines(choose_chunks(cluster_logs(contacts_job, CONTACTS), contacts_job.alert))
+    first_error = next(k for k, line in ids.items() if ERROR_LINE in line)
+    d, _ = expert_run(contacts_job, store, settings, [first_error, "L999"])
+    step = store.steps(d.run_id)[0]
+    assert json.loads(step["expert"]) == {"clusters": len(cluster_logs(contacts_job, CONTACTS)), "kept": 1,
+                                          "discarded": 1}
+    assert f"evidence: {ids[first_error][:80]}" in step["observation"]
+
+
 def test_log_expert_through_the_controller_reports_discarded_findings(contacts_job, store, settings):
     real = next(line for line in real_lines(contacts_job, CONTACTS) if ERROR_LINE in line)
     d, backend = expert_run(contacts_job, store, settings, [real, "16:42:00 ERROR mysql is down, connection refused"])
     assert d.finalized and d.invalid_steps == 0 and d.llm_calls == 4        # two of them the expert's
-    # the expert's second call was constrained to the lines it was shown
+    # the expert's second call was constrained to the ids of the lines it was shown
     schema = backend.calls[2]["schema"]
-    shown = schema["properties"]["findings"]["items"]["properties"]["evidence"]["items"]["enum"]
-    assert real in shown or any(ERROR_LINE in s for s in shown)
+    ids = schema["properties"]["findings"]["items"]["properties"]["evidence"]["items"]["enum"]
+    assert ids[:2] == ["L1", "L2"] and f"[{ids[0]}] " in backend.calls[1]["messages"][0]["content"]
     step = store.steps(d.run_id)[0]
     assert step["action"] == "log_expert" and json.loads(step["expert"])["discarded"] == 1
     assert json.loads(step["expert"])["kept"] == 1
