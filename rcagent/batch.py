@@ -107,6 +107,7 @@ class Batch:
 
         start = time.perf_counter()
         extra = {"method": self.method, "job_path": str(job_dir), "system": None, "source": None}
+        job = None
         try:
             job = Job.load(job_dir)
             extra.update(system=job.system, source=job.source)
@@ -119,6 +120,9 @@ class Batch:
         except Exception as exc:  # noqa: BLE001 - one failing job must not end a batch of hundreds
             status, error = "error", f"{type(exc).__name__}: {exc}"
             line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
+        finally:
+            if job is not None:
+                job.con.close()      # hundreds of jobs: do not wait for the garbage collector
         wall = round(time.perf_counter() - start, 3)
         if status in ("timeout", "error"):
             line["wall_s"] = wall
