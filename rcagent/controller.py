@@ -302,20 +302,20 @@ class Controller:
             hint = f" ({', '.join(unknown)} not in the inventory)" if unknown else ""
             raise ToolError(f"finalize needs root_causes: entities from the inventory, best first{hint}.")
         model_names = [rc.entity for rc in ranked]
+        evidence = ranking(self.job)
         if self.settings.ranking == "fused":
-            fused = fuse(model_names, [(e, s) for e, s, _ in ranking(self.job)])
+            fused = fuse(model_names, [(e, s) for e, s, _ in evidence])
             ranked = [RootCause(e, self.job.entities[e].kind, s) for e, s in fused]
         else:
             for i, rc in enumerate(ranked):
                 rc.score = round(1.0 / (i + 1), 3)
         return Diagnosis(job=self.job.id, run_id=self.run_id, root_causes=ranked, model_root_causes=model_names,
-                         finalized=True, **self.texts(ranked, args))
+                         finalized=True, **self.texts(ranked, args, {e: r for e, _, r in evidence}))
 
-    def texts(self, ranked: list[RootCause], args: dict) -> dict:
+    def texts(self, ranked: list[RootCause], args: dict, reasons: dict[str, list[str]]) -> dict:
         """The model's root cause, solution, evidence and responsibility; a field that is not a sentence
         (an entity name, "finalize") is written from the overview's evidence instead, and the note says which."""
         names = set(self.job.entities) | {"finalize"}
-        reasons = {e: r for e, _, r in ranking(self.job)}
         top = ranked[0]
         evidence = args.get("evidence") or []
         out = {"root_cause": str(args.get("root_cause") or ""), "solution": str(args.get("solution") or ""),
