@@ -18,7 +18,7 @@ from rcagent import prompts
 from rcagent.experts import ExpertContext
 from rcagent.experts.logcluster import Cluster, clean, cluster_logs, render_clusters
 from rcagent.job import Job
-from rcagent.tools import entity_param, register
+from rcagent.tools import entity_param, has_rows, register
 from rcagent.tools.common import sql_list
 
 CHUNK_BUDGET = 2400       # characters of clusters shown to the expert
@@ -112,7 +112,8 @@ def verify(findings: list[dict], lines: list[str]) -> tuple[list[dict], int]:
 
 
 @register("log_expert", "An expert reads the entity's log clusters (similar lines grouped, compared with the "
-          "baseline) and reports findings, each citing real log lines", entity_param(), expert=True)
+          "baseline) and reports findings, each citing real log lines", entity_param(), expert=True,
+          available=has_rows("logs"))
 def log_expert(job: Job, entity: str, ctx: ExpertContext) -> str:
     import json
 

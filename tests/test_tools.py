@@ -100,6 +100,20 @@ def test_tools_answer_on_every_system(job_of):
             assert run_tool(TOOLS[name], job, {"entity": top}).strip()
 
 
+def test_tools_without_data_are_not_offered(job_of, contacts_job, tmp_path):
+    """A SockShop job has metrics only: logs, calls, events and the log expert could only say "no data"."""
+    from rcagent.controller import Controller
+    from rcagent.config import Settings
+    from rcagent.serving.scripted import ScriptedBackend
+    from rcagent.store import Store
+
+    store, settings = Store(tmp_path / "s.db"), Settings(backend="scripted", experts=True)
+    sockshop = Controller(Job.load(job_of("carts-mem/1")), ScriptedBackend([]), store, settings)
+    assert set(sockshop.tools) == {"overview", "metrics", "topology"}
+    trainticket = Controller(contacts_job, ScriptedBackend([]), store, settings)
+    assert {"logs", "calls", "log_expert"} <= set(trainticket.tools) and "events" not in trainticket.tools
+
+
 def test_call_rates_are_judged_against_user_traffic(tmp_path):
     """Synthetic edge case: traffic doubles; a service that doubles with it is normal, one that grows 6x is not."""
     meta = ("id: t\nalert: busy\nwindow: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}\n"

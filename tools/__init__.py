@@ -46,7 +46,7 @@ REGISTRY: dict[str, Tool] = {}
 def register(name: str, doc: str, *params: Param, expert: bool = False,
              available: Callable[[Job], bool] | None = None):
     """Decorator: add a function `fn(job, **args) -> str` to the registry. `available(job)`, if given,
-    decides per job whether the tool is offered (the code expert needs a code/ folder)."""
+    decides per job whether the tool is offered (logs needs log lines, the code expert a code/ folder)."""
     if len(params) > 2:
         raise ValueError(f"tool {name}: at most one entity and one more parameter")
 
@@ -54,6 +54,11 @@ def register(name: str, doc: str, *params: Param, expert: bool = False,
         REGISTRY[name] = Tool(name, doc, tuple(params), fn, expert, available)
         return fn
     return wrap
+
+
+def has_rows(table: str) -> Callable[[Job], bool]:
+    """`available=` for a tool that only reads `table`: a tool that could only answer "no data" is not offered."""
+    return lambda job: bool(job.rows.get(table))
 
 
 def entity_param(doc: str = "a service, pod or node of the inventory") -> Param:

@@ -7,7 +7,7 @@ call spends between the two services (network, queues) -- the signal that expose
 from __future__ import annotations
 
 from rcagent.job import Job
-from rcagent.tools import Param, register, entity_param
+from rcagent.tools import Param, entity_param, has_rows, register
 from rcagent.tools.common import fmt, sql_list, table
 
 
@@ -39,7 +39,7 @@ ERR = "(upper(coalesce(status, '')) IN ('ERROR', 'STATUS_CODE_ERROR', '2') OR st
 @register("calls", "Calls of an entity from traces: requests, errors and latency per minute, callers and "
           "callees with rates and the cross-span gap (caller span minus callee span), calls that disappeared",
           entity_param(), Param("direction", "in (who calls it), out (what it calls) or both", required=False,
-                                choices=("in", "out", "both")))
+                                choices=("in", "out", "both")), available=has_rows("traces"))
 def calls(job: Job, entity: str, direction: str | None = None) -> str:
     if not job.rows.get("traces"):
         return "This job has no traces table (no spans were collected): use metrics and logs."

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from rcagent.job import Job
-from rcagent.tools import entity_param, register
+from rcagent.tools import entity_param, has_rows, register
 from rcagent.tools.common import sql_list, table
 
 
 @register("events", "Platform events of an entity (restarts, OOM kills, evictions, deployments), "
-          "counted in the baseline and the flagged window", entity_param())
+          "counted in the baseline and the flagged window", entity_param(), available=has_rows("events"))
 def events(job: Job, entity: str) -> str:
     if not job.rows.get("events"):
         return "This job has no events table (no platform events were collected)."

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rcagent.job import Job
-from rcagent.tools import Param, entity_param, register
+from rcagent.tools import Param, entity_param, has_rows, register
 from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, sql_list, table, template
 
 LIMIT = 15
@@ -12,7 +12,8 @@ LIMIT = 15
 
 @register("logs", "Warning/error-like log lines of an entity, duplicates folded into templates, with counts "
           "per minute in the baseline and in the flagged window (new templates first)",
-          entity_param(), Param("query", "a word to search all log lines for instead, e.g. timeout", required=False))
+          entity_param(), Param("query", "a word to search all log lines for instead, e.g. timeout", required=False),
+          available=has_rows("logs"))
 def logs(job: Job, entity: str, query: str | None = None) -> str:
     if not job.rows.get("logs"):
         return "This job has no logs table (no log lines were collected)."
