@@ -193,7 +193,8 @@ def bench():
 @click.option("--ablate", default="constrain,jsonregen,handlers", show_default=True,
               help="Stabilizers to turn off, one configuration each, beside the full one: "
                    "constrain, jsonregen, handlers, limits (handlers only as checks, not in the schema), "
-                   "all (every one off); empty for the full one only.")
+                   "all (every one off), experts (with --experts: the same runs without the expert tools); "
+                   "empty for the full one only.")
 @model_options
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the results as JSON (one object per configuration).")
 @output_format

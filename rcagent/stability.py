@@ -4,8 +4,9 @@ For a sample of jobs drawn evenly across systems (seeded), every configuration r
 configurations of one job side by side, so timing noise falls evenly on all of them. Per configuration:
 Pass Rate (runs that end with a valid finalize within the step limit), Invalid Rate (invalid steps / all
 steps), mean steps, median wall time, plus the share of steps JsonRegen repaired, finalizes with no tool
-call before them, repeated tool calls, what the handlers rejected, and top-1 hits (pod or its service)
-where labels sit beside the jobs. The model-call cache is off, so every configuration really calls the model.
+call before them, repeated tool calls, what the handlers rejected, and PR@1/RR by the evaluation's scorer
+where labels sit beside the jobs. `--experts --ablate experts` compares runs with and without the expert
+tools the same way. The model-call cache is off, so every configuration really calls the model.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import yaml
 
 from rcagent.config import Settings
 from rcagent.errors import BackendError, BadInput
-from rcagent.labels import labels_dir, lenient_truth, load_label
+from rcagent.labels import labels_dir
 from rcagent.tables import render_table
 
 ABLATIONS = {
@@ -30,6 +31,7 @@ ABLATIONS = {
     "handlers": {"handlers": False},
     "limits": {"schema_limits": False},   # handlers as checks only: the model may make the mistake first
     "all": {"constrain": False, "jsonregen": False, "handlers": False},
+    "experts": {"experts": False},        # meaningful with --experts: the same runs without the expert tools
 }
 
 
@@ -79,11 +81,13 @@ def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
 
     job = Job.load(job_dir)
     controller = Controller(job, backend, store, settings)
+    base = {"job": job.id, "system": job.system, "job_path": str(job_dir)}
     try:
         d = controller.run()
     except BackendError as exc:  # e.g. the context window overflowed: the run failed, the bench goes on
-        return {"job": job.id, "system": job.system, "passed": False, "finalized": False, "steps": controller.step,
+        return {**base, "passed": False, "finalized": False, "steps": controller.step,
                 "invalid_steps": controller.invalid + 1, "repaired_steps": controller.repaired, "wall_s": None,
+                "llm_calls": controller.llm_calls,
                 "error": str(exc), "run_id": controller.run_id, "handlers": {}, "blind_finalize": False,
                 "tool_calls": 0, "repeated_calls": 0, "answer": []}
     steps = store.steps(d.run_id)
@@ -91,7 +95,7 @@ def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
     # paging through a snapshot (read_snapshot with the same key) is not a repeat
     tool_calls = [c for c in calls if c[0] != "read_snapshot"]
     repeated = len(tool_calls) - len(set(tool_calls))
-    return {"job": job.id, "system": job.system, "run_id": d.run_id,
+    return {**base, "run_id": d.run_id,
             "passed": d.finalized and d.steps <= settings.max_steps, "finalized": d.finalized,
             "steps": d.steps, "invalid_steps": d.invalid_steps, "repaired_steps": d.repaired_steps,
             "wall_s": d.wall_s, "llm_calls": d.llm_calls,
@@ -107,8 +111,7 @@ def summarize(name: str, overrides: dict, runs: list[dict], labels: Path) -> dic
     handled: Counter = Counter()
     for r in runs:
         handled.update(r["handlers"])
-    hits = [bool(r["answer"]) and r["answer"][0] in lenient_truth(lab)
-            for r in runs if (lab := load_label(labels, r["job"])) is not None]
+    scored = accuracy(runs, labels)
     return {
         "config": name, "settings": overrides, "runs": len(runs),
         "pass_rate": round(sum(r["passed"] for r in runs) / len(runs), 4) if runs else 0.0,
@@ -119,9 +122,24 @@ def summarize(name: str, overrides: dict, runs: list[dict], labels: Path) -> dic
         "blind_finalize": sum(r["blind_finalize"] for r in runs),
         "repeated_call_rate": round(sum(r["repeated_calls"] for r in runs) / tool_calls, 4) if tool_calls else 0.0,
         "handled": dict(handled.most_common()),
-        "top1": f"{sum(hits)}/{len(hits)}" if hits else None,
+        **scored,
         "per_job": runs,
     }
+
+
+def accuracy(runs: list[dict], labels: Path) -> dict:
+    """PR@1 and RR (RCAtlas, as `rcagent eval` scores them) over the runs whose job has a label."""
+    from rcagent.evaluate import score_rows
+
+    if not labels.is_dir():
+        return {"scored": 0, "pr1": None, "rr": None}
+    rows = [{"job": r["job"], "job_path": r["job_path"], "method": "run",
+             "root_causes": [{"entity": e} for e in r["answer"]]} for r in runs]
+    cases, _ = score_rows(rows, labels, None)
+    if not cases:
+        return {"scored": 0, "pr1": None, "rr": None}
+    return {"scored": len(cases), "pr1": round(100 * sum(c["pr1"] for c in cases) / len(cases), 1),
+            "rr": round(100 * sum(c["rr"] for c in cases) / len(cases), 1)}
 
 
 def run_benchmark(jobs_folder: Path, base: Settings, ablate: str, limit: int, seed: int, store,
@@ -148,11 +166,15 @@ def run_benchmark(jobs_folder: Path, base: Settings, ablate: str, limit: int, se
 
 def table(results: list[dict], fmt: str = "text") -> str:
     head = ["config", "runs", "pass rate", "invalid rate", "mean steps", "median wall s", "repaired",
-            "blind finalize", "repeated calls", "top-1"]
+            "blind finalize", "repeated calls", "PR@1", "RR"]
     rows = [[r["config"], str(r["runs"]), f"{r['pass_rate']:.0%}", f"{r['invalid_rate']:.1%}", f"{r['mean_steps']:.1f}",
              f"{r['median_wall_s']}", f"{r['repaired_rate']:.1%}", str(r["blind_finalize"]),
-             f"{r['repeated_call_rate']:.1%}", r["top1"] or "-"] for r in results]
+             f"{r['repeated_call_rate']:.1%}", _pct(r.get("pr1")), _pct(r.get("rr"))] for r in results]
     return render_table(head, rows, fmt)
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def write(results: list[dict], jobs: list[Path], seed: int, path: Path) -> None:

@@ -144,6 +144,45 @@ def test_bench_stability_runs_each_configuration_side_by_side(job_of, tmp_path):
     assert sorted(full["sample"]) == sorted(p.name for p in jobs.iterdir())
 
 
+def test_bench_stability_compares_runs_with_and_without_experts(job_of, labels, tmp_path):
+    """`--experts --ablate experts`: the same jobs with the expert tools and without, scored by PR@1/RR."""
+    root = tmp_path / "import"
+    (root / "jobs").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for case in ("2023-01-29_08_43", "2023-01-29_08_52"):
+        job = job_of(case)
+        (root / "jobs" / job.name).symlink_to(job)
+        (root / "labels" / f"{job.name}.yaml").symlink_to(job.parent.parent / "labels" / f"{job.name}.yaml")
+    pod = labels[job_of("2023-01-29_08_43").name]["root_causes"][0]["entity"]
+
+    def final(entity):
+        return json.dumps({"thought": "done", "action": "finalize", "arguments": {
+            "root_causes": [entity], "root_cause": "contacts fails", "solution": "roll it back",
+            "evidence": ["errors rose"], "responsibility": "contacts team"}})
+    expert = json.dumps({"thought": "ask", "action": "log_expert", "arguments": {"entity": "ts-contacts-service"}})
+    logs = json.dumps({"thought": "read", "action": "logs", "arguments": {"entity": "ts-auth-service"}})
+    answer = json.dumps({"findings": [{"evidence": ["L1"], "finding": "errors"}]})
+    # per job: full (expert: its thought and answer calls, then finalize on the pod), then no-experts
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([expert, "Errors grew.", answer, final(pod), logs, final("ts-auth-service")] * 2))
+    config = tmp_path / "rcagent.toml"
+    config.write_text('ranking = "model"\n')       # score the scripted answers themselves, not the fused ranking
+    out = tmp_path / "stability.json"
+    r = rcagent("bench", "stability", "--jobs", str(root), "--limit", "2", "--ablate", "experts", "--experts",
+                "--config", str(config), "--backend", "scripted", "--script", str(script),
+                "--store", str(tmp_path / "b.db"), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with_experts, without = json.loads(out.read_text())
+    assert (with_experts["config"], without["config"]) == ("full", "no-experts")
+    assert without["settings"] == {"experts": False}
+    assert with_experts["pass_rate"] == without["pass_rate"] == 1.0
+    assert [j["llm_calls"] for j in with_experts["per_job"]] == [4, 4]
+    assert [j["llm_calls"] for j in without["per_job"]] == [2, 2]
+    assert (with_experts["scored"], with_experts["pr1"], with_experts["rr"]) == (2, 100.0, 100.0)
+    assert (without["scored"], without["pr1"], without["rr"]) == (2, 0.0, 0.0)
+    assert "PR@1" in r.stdout and "no-experts" in r.stdout
+
+
 def test_bench_stability_rejects_unknown_ablation(tmp_path):
     r = rcagent("bench", "stability", "--jobs", str(tmp_path), "--ablate", "magic")
     assert r.returncode == 2 and r.stderr.strip().startswith("error:")
