@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,24 @@ def test_code_expert_on_a_real_installed_package(tmp_path, store, settings):
     # it followed a module the parser mentions, inside the package
     read = [line for line in out.splitlines() if line.startswith("json_repair/")]
     assert len(read) >= 2 and all(" lines " in line for line in read)
+
+
+@pytest.mark.model
+def test_code_expert_with_the_real_model_on_an_installed_package(tmp_path, store):
+    """The same incident with SmolLM2: the expert must stay inside code/, name files and lines it read,
+    and recommend only classes that exist in the tree (the grammar enumerates them)."""
+    import shutil
+
+    import json_repair
+
+    from rcagent.config import Settings
+    from rcagent.serving import make_backend
+    job = code_job(tmp_path, {})
+    shutil.copytree(Path(json_repair.__file__).parent, job.path / "code" / "json_repair",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    settings = Settings(backend="local", store=str(tmp_path / "s.db"))
+    out, c = run_code_expert(job, "json_repair/json_parser.py:40", make_backend(settings), store, settings)
+    assert out.startswith("Code expert on json_repair/json_parser.py:40: read ") and c.llm_calls >= 1
+    read = [m.group(1) for line in out.splitlines() if (m := re.match(r"(\S+) lines \d+-\d+:", line))]
+    assert read and read[0] == "json_repair/json_parser.py" and len(read) <= 4
+    assert all((job.path / "code" / path).is_file() for path in read)
