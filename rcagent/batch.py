@@ -82,7 +82,7 @@ class Batch:
 
     def run(self) -> list[Outcome]:
         outcomes = []
-        if self.method == "react" and self.jobs:
+        if self.method in ("react", "span") and self.jobs:
             from rcagent.store import Store
 
             Store(self.settings.store_path())   # create and migrate the store once, before the workers
@@ -127,14 +127,14 @@ class Batch:
         if status in ("timeout", "error"):
             line["wall_s"] = wall
         line.update(extra, status=status, error=error)
-        if self.method == "react" and not line.get("model"):   # a run that ended without a diagnosis
+        if self.method in ("react", "span") and not line.get("model"):   # a run that ended without a diagnosis
             backend = getattr(self.local, "backend", None)
             line["model"] = backend.model if backend else self.settings.model
         self.write(line)
         return Outcome(line["job"], status, wall, line)
 
     def diagnose(self, job) -> Diagnosis:
-        if self.method != "react":
+        if self.method not in ("react", "span"):
             return run_baseline(job, self.method, self.seed)
         from rcagent.controller import Controller
         from rcagent.serving import make_backend
@@ -143,6 +143,11 @@ class Batch:
         if not hasattr(self.local, "store"):
             self.local.store = Store(self.settings.store_path())
             self.local.backend = self.backend or make_backend(self.settings)
+        if self.method == "span":
+            from rcagent.spans.mode import analyze as analyze_spans
+
+            return analyze_spans(job, self.local.backend, self.local.store, self.settings,
+                                 graph_dir=self.out.parent / f"{self.out.stem}-graphs")
         deadline = time.monotonic() + self.timeout if self.timeout else None
         controller = Controller(job, self.local.backend, self.local.store, self.settings)
         return controller.run(deadline=deadline, cancel=self.cancel)

@@ -44,6 +44,24 @@ def model_options(fn):
     return fn
 
 
+def run_options(fn):
+    """How the agent runs (analyze and batch): the mode and self-consistency at finalization."""
+    options = [
+        click.option("--mode", type=click.Choice(["react", "span"]),
+                     help="react: one controller (default); span: one agent per span of the anomalous request "
+                          "(RCLAgent), in parallel; jobs without traces fall back to react."),
+        click.option("--samples", type=click.IntRange(1, 64),
+                     help="Sample this many finalizations from the greedy run's last prefix and aggregate them "
+                          "(self-consistency; 1 = off, the paper uses 10)."),
+        click.option("--aggregate", type=click.Choice(["embed", "llm"]),
+                     help="How the sampled texts are merged: embed (nearest the MiniLM centroid; needs the eval "
+                          "extra) or llm (the model merges them)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts=None, **more):
     """Settings from the config file and the model_options flags (a backend's default model name if none)."""
     settings = load_settings(config, backend=backend, model=model, base_url=base_url, allow_remote=allow_remote,
@@ -94,11 +112,12 @@ def import_cmd(kind, src, dest, fmt):
 @cli.command()
 @click.option("--job", "job_dir", required=True, type=click.Path(), help="The incident folder (job.yaml + tables).")
 @model_options
+@run_options
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the diagnosis as JSON to this file.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @output_format
-def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, out, quiet,
-            fmt):
+def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, mode,
+            samples, aggregate, out, quiet, fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
     from rcagent.controller import Controller
     from rcagent.job import Job
@@ -106,7 +125,8 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     from rcagent.serving import make_backend
     from rcagent.store import Store
 
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
+                              mode=mode, samples=samples, aggregate=aggregate)
     job = Job.load(job_dir)
     db = Store(settings.store_path())
     click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
@@ -122,7 +142,12 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
 
     controller = Controller(job, llm, db, settings, progress=progress)
     try:
-        diagnosis = controller.run()
+        if settings.mode == "span":
+            from rcagent.spans.mode import analyze as analyze_spans
+
+            diagnosis = analyze_spans(job, llm, db, settings, graph_dir=settings.store_path().parent / "graphs")
+        else:
+            diagnosis = controller.run()
     except KeyboardInterrupt:
         click.echo(f"\ninterrupted: run {controller.run_id} is kept in the store, marked interrupted", err=True)
         sys.exit(130)
@@ -160,7 +185,8 @@ def show(run_id, store, snapshots, key, fmt):
             click.echo("\n".join(f"{k['key']}  step {k['step']}  {k['tool']}  {k['chars']} chars" for k in keys)
                        or "no snapshots")
         return
-    click.echo(render_steps(run, db.steps(run["id"]), fmt))
+    click.echo(render_steps(run, db.steps(run["id"]), fmt, samples=db.samples(run["id"]),
+                            agents=db.span_agents(run["id"])))
 
 
 @cli.command()
@@ -243,9 +269,10 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 @click.option("--seed", default=0, show_default=True, help="Seed of --sample and of the random baseline.")
 @click.option("--system", help="Only the jobs of this system (after --sample, so a sample's jobs stay the same).")
 @model_options
+@run_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
-          base_url, allow_remote, max_steps, experts, store, script, quiet):
+          base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
     from rcagent.batch import Batch, prepare_output
     from rcagent.progress import BatchProgress
@@ -262,17 +289,20 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         if not jobs:
             raise BadInput(f"--system {system}: no job of that system in {jobs_dir}")
     out_path = Path(out).expanduser()
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
+                              mode=mode, samples=samples, aggregate=aggregate)
+    if method == "react" and settings.mode == "span":
+        method = "span"
     done = prepare_output(out_path, resume)
     todo = [j for j in jobs if j.name not in done]
-    who = f"{settings.backend}/{settings.model}" if method == "react" else method
+    who = f"{settings.backend}/{settings.model}" if method in ("react", "span") else method
     click.echo(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {out_path}, {len(todo)} to run with {who}"
                f" ({concurrency} at a time)", err=True)
-    if method == "react" and settings.backend == "local" and concurrency > 1:
+    if method in ("react", "span") and settings.backend == "local" and concurrency > 1:
         click.echo("note: the local backend loads one model copy per worker and they share the CPU; "
                    "concurrency pays off against an OpenAI-compatible server", err=True)
     shared = None
-    if method == "react" and settings.backend == "openai":
+    if method in ("react", "span") and settings.backend == "openai":
         from rcagent.serving import make_backend
 
         shared = make_backend(settings)   # one HTTP client for every worker; the server batches their requests

@@ -50,6 +50,18 @@ class Settings:
     loop_window: int = 6               # steps the loop handler looks back
     experts: bool = False              # offer the expert agents (log_expert) as tools
     ranking: str = "fused"             # fused: the model's picks voted into the evidence ranking; model: as named
+    samples: int = 1                   # self-consistency: finalizations sampled from the greedy prefix (1 = off)
+    aggregate: str = "embed"           # how sampled texts are merged: embed (nearest the centroid) | llm
+    sample_temperature: float = 0.9    # temperature of those samples
+    mode: str = "react"                # react: one controller | span: one agent per span of the anomalous request
+    span_factor: float = 100.0         # span mode: entry span this many times its baseline mean is anomalous
+    span_pool: int = 4                 # span mode: at most this many agents active at once (K)
+    span_delta_s: float = 60.0         # span mode: the tools look +-delta seconds around the span
+    span_sigma: float = 3.0            # span mode: n of the metric tool's n-sigma test
+    span_obs_chars: int = 700          # span mode: each tool answer cut to this many characters
+    span_max_children: int = 6         # span mode: children kept per span after folding repeats
+    span_max_depth: int = 6            # span mode: tree depth kept
+    span_max_spans: int = 40           # span mode: spans (agents) kept per request, breadth first
     cache: bool = True                 # replay identical greedy model calls from the store
     store: str = "~/.local/share/rcagent/rcagent.db"
     script: str = ""                   # scripted backend: a JSON file holding the list of responses

@@ -15,11 +15,12 @@ from typing import Callable
 from rcagent import explain, prompts
 from rcagent.actions import Action, SchemaLimits, action_schema
 from rcagent.config import Settings
+from rcagent.consistency import check_settings, self_consistency
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError, UnknownEntity
 from rcagent.fusion import fuse
 from rcagent.job import Job
-from rcagent.serving import Backend, Completion
+from rcagent.serving import Backend, Completion, cached_complete
 from rcagent.stabilizers.handlers import HANDLERS, limits
 from rcagent.stabilizers.jsonregen import JsonRegen, strict
 from rcagent.store import Store
@@ -61,6 +62,9 @@ class Controller:
         self.checks = HANDLERS if settings.handlers else ()
         if settings.ranking not in ("fused", "model"):
             raise BadInput(f"setting ranking: '{settings.ranking}' is not one of fused, model")
+        check_settings(settings)
+        if settings.mode not in ("react", "span"):
+            raise BadInput(f"setting mode: '{settings.mode}' is not one of react, span")
         if not job.entities:
             raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
         self.entities = sorted(job.entities)
@@ -108,6 +112,8 @@ class Controller:
                     self.do_step()
                 except Finalized as done:
                     diagnosis = done.diagnosis
+                    if s.samples > 1:
+                        diagnosis = self_consistency(self, diagnosis)
                     break
             status = "finalized" if diagnosis.finalized else "step_limit"
         except KeyboardInterrupt:
@@ -180,6 +186,10 @@ class Controller:
             return action_schema(self.tools, self.entities, allow_tools=False, limits=narrow)
         return action_schema(self.tools, self.entities, snapshot_keys=list(self.page_counts), limits=narrow)
 
+    def finalize_schema(self) -> dict | None:
+        """The schema of a finalize-only step: what self-consistency samples under."""
+        return self.schema(last=True)
+
     def restate_as_yaml(self, answer: str, error: str) -> str:
         """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained).
 
@@ -200,22 +210,21 @@ class Controller:
 
     # ---- model calls (cached by the full request, so a run replays) ------------------------------
     def query(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None) -> Completion:
-        s = self.settings
-        max_tokens = max_tokens or s.max_tokens
-        request = {"backend": self.backend.name, "model": self.backend.model, "messages": messages,
-                   "schema": schema, "temperature": s.temperature, "max_tokens": max_tokens, "seed": s.seed}
         self.llm_calls += 1
-        cached = self.store.cached(request) if s.temperature == 0 and s.cache else None
-        if cached:
-            c = Completion(**{**cached[0], "cached": True})
-        else:
-            c = self.backend.complete(messages, schema=schema, n=1, temperature=s.temperature,
-                                      max_tokens=max_tokens)[0]
-            self.store.cache(request, [{"text": c.text, "prompt_tokens": c.prompt_tokens,
-                                        "completion_tokens": c.completion_tokens, "latency_ms": c.latency_ms}])
+        c = cached_complete(self.backend, self.store, self.settings, messages, schema, max_tokens)
         self.prompt_tokens += c.prompt_tokens
         self.completion_tokens += c.completion_tokens
         return c
+
+    def sample(self, messages: list[dict], schema: dict | None, n: int) -> list[Completion]:
+        """n completions at the sampling temperature, never cached; the backend reuses the prompt's prefix."""
+        s = self.settings
+        out = self.backend.complete(messages, schema=schema, n=n, temperature=s.sample_temperature,
+                                    max_tokens=s.max_tokens)
+        self.llm_calls += len(out)
+        self.prompt_tokens += sum(c.prompt_tokens for c in out)
+        self.completion_tokens += sum(c.completion_tokens for c in out)
+        return out
 
     # ---- actions -------------------------------------------------------------------------------
     def execute(self, action: Action) -> str:
@@ -286,6 +295,10 @@ class Controller:
         return f"{head}\n[... {rest} more characters stored as snapshot {key}; read_snapshot(key=\"{key}\") shows the next page]", key
 
     def finalize(self, args: dict) -> Diagnosis:
+        return self.conclude(self.named_root_causes(args), args)
+
+    def named_root_causes(self, args: dict) -> list[str]:
+        """The inventory ids of a finalize's root_causes, in order; a ToolError when none is in the inventory."""
         names = args.get("root_causes") or []
         if isinstance(names, str):
             names = [names]
@@ -301,7 +314,12 @@ class Controller:
         if not ranked:
             hint = f" ({', '.join(unknown)} not in the inventory)" if unknown else ""
             raise ToolError(f"finalize needs root_causes: entities from the inventory, best first{hint}.")
-        model_names = [rc.entity for rc in ranked]
+        return [rc.entity for rc in ranked]
+
+    def conclude(self, model_names: list[str], args: dict) -> Diagnosis:
+        """The diagnosis from the model's ranked picks and its texts: fused with the evidence ranking
+        (setting `ranking`), texts that are not sentences written from the evidence."""
+        ranked = [RootCause(e, self.job.entities[e].kind, 0.0) for e in model_names]
         evidence = ranking(self.job)
         if self.settings.ranking == "fused":
             fused = fuse(model_names, [(e, s) for e, s, _ in evidence])

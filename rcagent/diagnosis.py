@@ -33,6 +33,8 @@ class Diagnosis:
     model: str = ""
     mode: str = "react"
     note: str = ""
+    consistency: dict = field(default_factory=dict)   # self-consistency: candidates, agreement (empty if off)
+    span: dict = field(default_factory=dict)          # span mode: request, path, pool, evidence graph
 
     def to_dict(self) -> dict:
         return asdict(self)

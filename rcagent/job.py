@@ -6,6 +6,7 @@ empty view with the right columns, so every tool can query every table.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,7 @@ class Job:
     entities: dict[str, Entity] = field(default_factory=dict)
     cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
     source: str = ""                           # the public dataset the job was imported from, if known
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
@@ -160,7 +162,9 @@ class Job:
 
     # ---- queries -------------------------------------------------------------------------------
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
-        return self.con.execute(sql, params or []).fetchall()
+        # one DuckDB connection is not safe across threads (span mode's agents): queries take turns
+        with self.lock:
+            return self.con.execute(sql, params or []).fetchall()
 
     def in_window(self, column: str = "timestamp") -> str:
         """SQL condition: the column falls inside the flagged window."""

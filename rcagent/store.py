@@ -1,4 +1,5 @@
-"""The SQLite store (sqlite-utils): runs, steps, OBSK snapshots and the model-call cache, with migrations.
+"""The SQLite store (sqlite-utils): runs, steps, OBSK snapshots, sampled finalizations and the model-call
+cache, with migrations.
 
 Every step is written as soon as it happens, so an interrupted run stays in the store (status
 'interrupted') and `rcagent show` can replay any run.
@@ -8,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import sqlite3
+import threading
 import uuid
 from pathlib import Path
 
@@ -47,7 +50,23 @@ def _m003_experts(db: sqlite_utils.Database) -> None:
     db["steps"].add_column("expert", str)
 
 
-MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts)]
+def _m004_samples(db: sqlite_utils.Database) -> None:
+    # self-consistency: each finalization sampled from the greedy prefix, kept or dropped (and why)
+    db["samples"].create({
+        "run_id": str, "idx": int, "raw": str, "dropped": str, "diagnosis": str, "prompt_tokens": int,
+        "completion_tokens": int, "model_ms": float, "created": str,
+    }, pk=("run_id", "idx"), foreign_keys=[("run_id", "runs", "id")])
+
+
+def _m005_span_agents(db: sqlite_utils.Database) -> None:
+    # span mode: each span agent's output, per phase (self_state, consolidate)
+    db["span_agents"].create({
+        "run_id": str, "span_id": str, "phase": str, "output": str, "ms": float, "created": str,
+    }, pk=("run_id", "span_id", "phase"), foreign_keys=[("run_id", "runs", "id")])
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts),
+              ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:
@@ -65,7 +84,9 @@ class Store:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite_utils.Database(path)
+        # span mode's agents share one store across threads: one connection, every use under write_lock
+        self.db = sqlite_utils.Database(sqlite3.connect(str(path), check_same_thread=False))
+        self.write_lock = threading.RLock()
         # batch workers each hold a connection: wait for another's write instead of failing at once
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.conn.execute("PRAGMA journal_mode=WAL")
@@ -96,6 +117,23 @@ class Store:
     def steps(self, run_id: str) -> list[dict]:
         return list(self.db["steps"].rows_where("run_id = ?", [run_id], order_by="step"))
 
+    def add_sample(self, run_id: str, idx: int, **fields) -> None:
+        if fields.get("diagnosis") is not None and not isinstance(fields["diagnosis"], str):
+            fields["diagnosis"] = json.dumps(fields["diagnosis"])
+        self.db["samples"].insert({"run_id": run_id, "idx": idx, "created": _now(), **fields}, replace=True)
+
+    def samples(self, run_id: str) -> list[dict]:
+        return list(self.db["samples"].rows_where("run_id = ?", [run_id], order_by="idx"))
+
+    def add_span_agent(self, run_id: str, span_id: str, phase: str, output: dict, ms: float) -> None:
+        with self.write_lock:
+            self.db["span_agents"].insert({"run_id": run_id, "span_id": span_id, "phase": phase,
+                                           "output": json.dumps(output, default=str), "ms": ms,
+                                           "created": _now()}, replace=True)
+
+    def span_agents(self, run_id: str) -> list[dict]:
+        return list(self.db["span_agents"].rows_where("run_id = ?", [run_id], order_by="rowid"))
+
     def runs(self, limit: int = 20) -> list[dict]:
         return list(self.db["runs"].rows_where(order_by="started desc", limit=limit))
 
@@ -123,10 +161,13 @@ class Store:
         return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
     def cached(self, request: dict) -> list[dict] | None:
-        row = self.db.execute("SELECT response FROM llm_cache WHERE key = ?", [self.request_key(request)]).fetchone()
+        key = self.request_key(request)
+        with self.write_lock:
+            row = self.db.execute("SELECT response FROM llm_cache WHERE key = ?", [key]).fetchone()
         return json.loads(row[0]) if row else None
 
     def cache(self, request: dict, response: list[dict]) -> None:
-        self.db["llm_cache"].insert({"key": self.request_key(request), "backend": request.get("backend"),
-                                     "model": request.get("model"), "request": json.dumps(request, default=str),
-                                     "response": json.dumps(response), "created": _now()}, replace=True)
+        with self.write_lock:
+            self.db["llm_cache"].insert({"key": self.request_key(request), "backend": request.get("backend"),
+                                         "model": request.get("model"), "request": json.dumps(request, default=str),
+                                         "response": json.dumps(response), "created": _now()}, replace=True)

@@ -30,6 +30,22 @@ class Backend(Protocol):
         ...
 
 
+def cached_complete(backend: Backend, store, settings, messages: list[dict], schema: dict | None,
+                    max_tokens: int | None = None) -> Completion:
+    """One completion at the settings' temperature; a greedy call is replayed from the store's cache when
+    the identical request was made before (so a run replays), and cached when it was not."""
+    max_tokens = max_tokens or settings.max_tokens
+    request = {"backend": backend.name, "model": backend.model, "messages": messages, "schema": schema,
+               "temperature": settings.temperature, "max_tokens": max_tokens, "seed": settings.seed}
+    cached = store.cached(request) if settings.temperature == 0 and settings.cache else None
+    if cached:
+        return Completion(**{**cached[0], "cached": True})
+    c = backend.complete(messages, schema=schema, n=1, temperature=settings.temperature, max_tokens=max_tokens)[0]
+    store.cache(request, [{"text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                           "latency_ms": c.latency_ms}])
+    return c
+
+
 REPEAT_PROBE = 64   # characters: output whose last 64 characters already occurred in it is looping
 
 

@@ -54,20 +54,30 @@ class OpenAIBackend:
         return {"type": "json_object", "schema": schema}
 
     def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
-        out = []
-        for i in range(n):
+        """n completions: asked for in one request (vLLM samples them from one prefill); a server that
+        returns fewer choices (llama.cpp's) is asked again for the rest, and its prompt cache serves the prefix."""
+        out: list[Completion] = []
+        while len(out) < n:
+            want = n - len(out)
             body = {"model": self.model, "messages": messages, "temperature": temperature,
-                    "max_tokens": max_tokens, "seed": self.seed + i}
+                    "max_tokens": max_tokens, "seed": self.seed + len(out)}
+            if want > 1:
+                body["n"] = want
             start = time.perf_counter()
             resp = self._post(body, schema)
             try:
                 data = resp.json()
-                text = data["choices"][0]["message"]["content"] or ""
-            except (ValueError, KeyError, IndexError):
+                texts = [choice["message"]["content"] or "" for choice in data["choices"]][:want]
+            except (ValueError, KeyError, IndexError, TypeError):
                 raise BackendError(f"{self.base_url}: unexpected answer {resp.text[:200]!r}") from None
+            if not texts:
+                raise BackendError(f"{self.base_url}: no choices in {resp.text[:200]!r}")
             usage = data.get("usage") or {}
-            out.append(Completion(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                                  (time.perf_counter() - start) * 1000))
+            ms = (time.perf_counter() - start) * 1000
+            # one prefill for all choices: its tokens are counted on the first, completion tokens shared evenly
+            for i, text in enumerate(texts):
+                out.append(Completion(text, usage.get("prompt_tokens", 0) if i == 0 else 0,
+                                      usage.get("completion_tokens", 0) // len(texts), ms / len(texts)))
         return out
 
     def _post(self, body: dict, schema: dict | None) -> httpx.Response:

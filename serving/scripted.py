@@ -1,4 +1,5 @@
-"""Scripted backend: replays queued responses in order, for tests (like simonw/llm's mock model)."""
+"""Scripted backends for tests: ScriptedBackend replays queued responses in order (like simonw/llm's mock
+model); RuleBackend answers each request by a rule, for concurrent callers such as span agents."""
 from __future__ import annotations
 
 import json
@@ -46,3 +47,24 @@ def _factory(settings, responses=None, **_):
             raise BadInput(f"{settings.script}: expected a JSON list of responses")
         responses = [r if isinstance(r, str) else json.dumps(r) for r in responses]
     return ScriptedBackend(responses)
+
+
+class RuleBackend:
+    """A deterministic model for concurrent callers (span agents), where a queue's order would be a race:
+    `answer(messages, schema) -> dict` decides each reply, sent back as JSON after `delay` seconds."""
+    name = "scripted"
+
+    def __init__(self, answer, delay: float = 0.0, model: str = "rules"):
+        self.answer, self.delay, self.model = answer, delay, model
+        self.calls: list[dict] = []
+
+    def complete(self, messages, *, schema=None, n=1, temperature=0.0, max_tokens=1024):
+        self.calls.append({"messages": messages, "schema": schema, "n": n})
+        out = []
+        for _ in range(n):
+            if self.delay:
+                time.sleep(self.delay)
+            text = json.dumps(self.answer(messages, schema))
+            out.append(Completion(text, prompt_tokens=sum(len(m["content"]) for m in messages) // 4,
+                                  completion_tokens=len(text) // 4, latency_ms=self.delay * 1000))
+        return out

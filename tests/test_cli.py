@@ -84,6 +84,35 @@ def test_analyze_writes_report_and_show_replays(job_of, tmp_path):
     assert rcagent("show", "doesnotexist", "--store", db).returncode == 2
 
 
+def test_analyze_with_samples_reports_candidates_and_show_lists_the_samples(job_of, tmp_path):
+    def final(entity, text):
+        return {"thought": "done", "action": "finalize", "arguments": {
+            "root_causes": [entity], "root_cause": text, "solution": "Roll back the contacts service.",
+            "evidence": ["NEW ERROR line"], "responsibility": "contacts team"}}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"thought": "look at logs", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
+        final("ts-contacts-service", "The contacts service fails to find contacts."),
+        final("ts-contacts-service", "Contacts lookups fail in the contacts service."),
+        "not an action",
+    ]))
+    db = str(tmp_path / "s.db")
+    r = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--backend", "scripted", "--script",
+                str(script), "--store", db, "--samples", "2", "--aggregate", "embed", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["consistency"]["kept"], d["consistency"]["dropped"]) == (1, {"format": 1})
+    assert d["consistency"]["candidates"][0]["root_cause"] == "Contacts lookups fail in the contacts service."
+    text = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--backend", "scripted", "--script",
+                   str(script), "--store", str(tmp_path / "again.db"), "--samples", "2", "--quiet")
+    assert "Self-consistency: 1 of 2 samples kept (dropped: 1 format)" in text.stdout
+    shown = rcagent("show", d["run_id"], "--store", db)
+    assert "2 finalizations sampled from step 2's prefix" in shown.stdout
+    assert "sample 1: ts-contacts-service" in shown.stdout and "sample 2: dropped (format)" in shown.stdout
+    bad = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--samples", "2", "--aggregate", "vote")
+    assert bad.returncode == 2
+
+
 def test_import_reports_counts(tmp_path):
     from tests.conftest import DATA
     r = rcagent("import", "rcd", str(DATA / "rcd-sockshop.tar.xz"), str(tmp_path / "out"))

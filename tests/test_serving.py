@@ -87,6 +87,23 @@ def test_openai_backend_against_a_real_server(llama_server, contacts_job, store,
 
 
 @pytest.mark.server
+def test_self_consistency_against_a_real_server(llama_server, contacts_job, store, tmp_path):
+    """n samples in one request; llama.cpp's server answers one choice each, so the rest are asked again."""
+    settings = Settings(backend="openai", base_url=llama_server, model="smollm2", max_steps=3, samples=3,
+                        aggregate="llm", store=str(tmp_path / "s.db"))
+    backend = make_backend(settings)
+    hello = [{"role": "user", "content": "Name one colour."}]
+    out = backend.complete(hello, n=3, temperature=0.9, max_tokens=8)
+    assert len(out) == 3 and all(c.text for c in out)
+    d = Controller(contacts_job, backend, store, settings).run()
+    assert d.finalized and d.consistency["samples"] == 3
+    assert d.consistency["kept"] + sum(d.consistency["dropped"].values()) == 3
+    assert len(store.samples(d.run_id)) == 3
+    if d.consistency["kept"]:                       # the aggregate's vote order is the diagnosis's own picks
+        assert d.model_root_causes == d.consistency["order"]
+
+
+@pytest.mark.server
 def test_batch_sends_concurrent_requests_to_the_served_model(llama_server, job_of, tmp_path):
     from rcagent.batch import read_results
     from tests.test_cli import rcagent

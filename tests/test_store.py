@@ -8,7 +8,8 @@ def test_migrations_apply_once(tmp_path):
     path = tmp_path / "s.db"
     Store(path)
     again = Store(path)
-    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial", "002_stabilizers", "003_experts"]
+    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial", "002_stabilizers", "003_experts",
+                                                                  "004_samples", "005_span_agents"]
     assert {"runs", "steps", "snapshots", "llm_cache"} <= set(again.db.table_names())
 
 
