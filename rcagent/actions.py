@@ -33,6 +33,7 @@ class SchemaLimits:
     allow_finalize: bool = True
     finalize_entities: list[str] | None = None                # None: the whole inventory
     evidence_min: int = 0
+    snapshot_pages: bool = True                               # False: read_snapshot shows the next unread page
 
 
 def _param_schema(p, entities: list[str]) -> dict:
@@ -85,9 +86,8 @@ def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool
             branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required]))
         keys = [k for k in snapshot_keys or [] if k not in limits.spent.get("read_snapshot", set())]
         if keys:
-            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": keys},
-                                                      "page": {"type": "integer", "minimum": 1, "maximum": 99}},
-                                    ["key"]))
+            page = {"page": {"type": "integer", "minimum": 1, "maximum": 99}} if limits.snapshot_pages else {}
+            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": keys}, **page}, ["key"]))
     if limits.allow_finalize or not branches:
         fin = finalize_schema(limits.finalize_entities or entities, limits.evidence_min)
         branches.append(_branch("finalize", fin, list(fin)))

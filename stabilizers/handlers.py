@@ -219,5 +219,7 @@ def limits(agent: "Controller") -> SchemaLimits:
         spent[stuck] = set(agent.job.entities) | {""}
     # snapshot keys whose every page was shown are no longer offered
     spent["read_snapshot"] = {k for k in agent.page_counts if agent.snapshot_page(k, None) is None}
+    # no page number: a small model asks for a page it has seen (measured: page 3 of S1 ten times in a run)
     return SchemaLimits(spent=spent, allow_finalize=bool(agent.looked_at),
-                        finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS)
+                        finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS,
+                        snapshot_pages=False)

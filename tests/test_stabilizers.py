@@ -276,6 +276,21 @@ def test_a_snapshot_read_to_the_end_is_no_longer_offered(contacts_job, store, se
     assert "read_snapshot" not in offered
 
 
+def test_with_schema_limits_read_snapshot_takes_no_page(contacts_job, store, settings):
+    """Measured on ob-760a9eb9: SmolLM2 asked for page 3 of S1, already shown, ten times in one run. With the
+    schema limits on, read_snapshot offers only the key, and the next unread page is shown."""
+    d, steps, backend = run(contacts_job, store, settings, act("read_snapshot", key="S1"), LOGS, GOOD_FINAL)
+    branch = next(b for b in backend.calls[1]["schema"]["anyOf"]
+                  if b["properties"]["action"]["enum"] == ["read_snapshot"])
+    assert set(branch["properties"]["arguments"]["properties"]) == {"key"}
+    assert steps[0]["observation"].startswith("[snapshot S1, page 2 of")
+    settings.schema_limits = False
+    _, _, backend = run(contacts_job, store, settings, act("read_snapshot", key="S1"), LOGS, GOOD_FINAL)
+    branch = next(b for b in backend.calls[1]["schema"]["anyOf"]
+                  if b["properties"]["action"]["enum"] == ["read_snapshot"])
+    assert "page" in branch["properties"]["arguments"]["properties"]
+
+
 def test_without_schema_limits_the_handlers_still_check(contacts_job, store, settings):
     settings.schema_limits = False
     d, steps, backend = run(contacts_job, store, settings, GOOD_FINAL, LOGS, LOGS, GOOD_FINAL)
