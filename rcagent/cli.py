@@ -34,7 +34,7 @@ def model_options(fn):
         click.option("--allow-remote", is_flag=True, default=None,
                      help="Allow a non-loopback --base-url (telemetry leaves the machine)."),
         click.option("--max-steps", type=click.IntRange(1, 200), help="Step limit (default 15)."),
-        click.option("--experts/--no-experts", default=None, help="Offer the expert agents (log_expert) as tools."),
+        click.option("--experts/--no-experts", default=None, help="Offer the expert agents (log_expert, code_expert) as tools (off by default)."),
         click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots."),
         click.option("--script", type=click.Path(dir_okay=False),
                      help="Scripted backend: JSON file with the list of model responses to replay."),

@@ -48,7 +48,7 @@ class Settings:
     handlers: bool = True              # error handlers: repeated calls, loops, premature finalize, ...
     schema_limits: bool = True         # with constrain and handlers: drop from the schema what a handler rejects
     loop_window: int = 6               # steps the loop handler looks back
-    experts: bool = False              # offer the expert agents (log_expert) as tools
+    experts: bool = False              # offer the expert agents (log_expert, code_expert) as tools
     ranking: str = "fused"             # fused: the model's picks voted into the evidence ranking; model: as named
     samples: int = 1                   # self-consistency: finalizations sampled from the greedy prefix (1 = off)
     aggregate: str = "embed"           # how sampled texts are merged: embed (nearest the centroid) | llm
