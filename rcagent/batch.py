@@ -23,7 +23,7 @@ from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import BadInput, TimeLimit
 
-AGENT_METHODS = ("react",)
+AGENT_METHODS = ("react", "span")      # the agent in ReAct mode or in span-recursion mode (--mode span)
 
 
 def methods() -> tuple[str, ...]:
@@ -82,7 +82,7 @@ class Batch:
 
     def run(self) -> list[Outcome]:
         outcomes = []
-        if self.method in ("react", "span") and self.jobs:
+        if self.method in AGENT_METHODS and self.jobs:
             from rcagent.store import Store
 
             Store(self.settings.store_path())   # create and migrate the store once, before the workers
@@ -127,14 +127,14 @@ class Batch:
         if status in ("timeout", "error"):
             line["wall_s"] = wall
         line.update(extra, status=status, error=error)
-        if self.method in ("react", "span") and not line.get("model"):   # a run that ended without a diagnosis
+        if self.method in AGENT_METHODS and not line.get("model"):   # a run that ended without a diagnosis
             backend = getattr(self.local, "backend", None)
             line["model"] = backend.model if backend else self.settings.model
         self.write(line)
         return Outcome(line["job"], status, wall, line)
 
     def diagnose(self, job) -> Diagnosis:
-        if self.method not in ("react", "span"):
+        if self.method not in AGENT_METHODS:
             return run_baseline(job, self.method, self.seed)
         from rcagent.controller import Controller
         from rcagent.serving import make_backend

@@ -146,3 +146,14 @@ def test_a_job_without_traces_falls_back_to_react(job_of, store):
 def test_labels_are_breadth_first():
     assert list(label_spans(tree(2, 2)).values())[:3] == ["S1", "S2", "S3"]
     assert label_spans(tree(2, 2))["0.1"] == "S3"
+
+
+def test_batch_runs_span_mode(job_of, tmp_path):
+    from rcagent.batch import Batch, read_results
+    out = tmp_path / "span.jsonl"
+    settings = Settings(backend="scripted", cache=False, mode="span", store=str(tmp_path / "b.db"))
+    Batch([job_of(CONTACTS_TT)], out, "span", settings, backend=RuleBackend(span_rules())).run()
+    lines = {x["job"]: x for x in read_results(out)}
+    traced = lines[job_of(CONTACTS_TT).name]
+    assert traced["method"] == "span" and traced["mode"] == "span" and traced["status"] == "answered"
+    assert traced["span"]["spans"] >= 2 and (tmp_path / "span-graphs" / f"{traced['run_id']}.html").is_file()
