@@ -36,8 +36,7 @@ class Span:
 
     @property
     def error(self) -> bool:
-        s = (self.status or "").strip().lower()
-        return s in ERROR_STATUSES or (s.isdigit() and int(s) >= 500)
+        return is_error(self.status)
 
     def walk(self):
         yield self
