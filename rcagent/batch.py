@@ -143,12 +143,13 @@ class Batch:
         if not hasattr(self.local, "store"):
             self.local.store = Store(self.settings.store_path())
             self.local.backend = self.backend or make_backend(self.settings)
+        deadline = time.monotonic() + self.timeout if self.timeout else None
         if self.method == "span":
             from rcagent.spans.mode import analyze as analyze_spans
 
             return analyze_spans(job, self.local.backend, self.local.store, self.settings,
-                                 graph_dir=self.out.parent / f"{self.out.stem}-graphs")
-        deadline = time.monotonic() + self.timeout if self.timeout else None
+                                 graph_dir=self.out.parent / f"{self.out.stem}-graphs", deadline=deadline,
+                                 cancel=self.cancel)
         controller = Controller(job, self.local.backend, self.local.store, self.settings)
         return controller.run(deadline=deadline, cancel=self.cancel)
 

@@ -16,7 +16,7 @@ import threading
 import time
 
 from rcagent import prompts
-from rcagent.errors import FormatError
+from rcagent.errors import FormatError, TimeLimit
 from rcagent.serving import cached_complete
 from rcagent.spans.tools import span_logs, span_metrics
 from rcagent.stabilizers.jsonregen import repaired
@@ -38,9 +38,11 @@ def consolidate_schema(choices: list[str]) -> dict:
 class SpanAgents:
     """Builds and runs the agents of one request's tree; safe to call from the pool's threads."""
 
-    def __init__(self, job, backend, store, settings, run_id: str, trace_id: str, labels: dict, usual_ms: float):
+    def __init__(self, job, backend, store, settings, run_id: str, trace_id: str, labels: dict, usual_ms: float,
+                 deadline: float | None = None, cancel: threading.Event | None = None):
         self.job, self.backend, self.store, self.settings = job, backend, store, settings
         self.run_id, self.trace_id, self.labels, self.usual_ms = run_id, trace_id, labels, usual_ms
+        self.deadline, self.cancel = deadline, cancel
         self.lock = threading.Lock()
         # llama.cpp in process is not thread-safe: its calls take turns; a server takes them in parallel
         self.model_lock = threading.Lock() if backend.name in ("local", "transformers") else None
@@ -48,7 +50,18 @@ class SpanAgents:
         self.max_prompt_chars = 0
 
     # ---- model calls ------------------------------------------------------------------------------
+    def check_time(self) -> None:
+        """Before every model call, as the controller does between steps: past the deadline the run ends
+        with TimeLimit, a set cancel event ends it as interrupted; calls in flight finish first."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise KeyboardInterrupt
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            with self.lock:
+                calls = self.llm_calls
+            raise TimeLimit(f"no answer after {calls} span-agent calls: the time limit ran out")
+
     def ask(self, prompt: str, schema: dict) -> dict | None:
+        self.check_time()
         if len(prompt) > MAX_PROMPT_CHARS:
             raise AssertionError(f"span agent prompt of {len(prompt)} characters exceeds {MAX_PROMPT_CHARS}")
         messages = [{"role": "user", "content": prompt}]

@@ -14,11 +14,13 @@ its picture is written as HTML next to the store.
 """
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 from rcagent import explain, prompts
 from rcagent.diagnosis import Diagnosis, RootCause
+from rcagent.errors import TimeLimit
 from rcagent.fusion import fuse
 from rcagent.spans.agent import TEXT, SpanAgents
 from rcagent.spans.graph import evidence_graph, path_to_root_cause, to_html, to_json
@@ -85,12 +87,15 @@ def synthesize(agents: SpanAgents, g, path: list[str]) -> tuple[list[str], str]:
     return picks, str(answer.get("reason") or "")
 
 
-def analyze(job, backend, store, settings, graph_dir: Path | None = None) -> Diagnosis:
+def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadline: float | None = None,
+            cancel: threading.Event | None = None) -> Diagnosis:
+    """`deadline` (time.monotonic()) and `cancel` act as in Controller.run: checked before every agent's
+    model call, a run past the deadline ends with TimeLimit and is stored as "timeout"."""
     from rcagent.controller import Controller
 
     requests = anomalous_requests(job, settings.span_factor, 1)
     if not requests:
-        d = Controller(job, backend, store, settings).run()
+        d = Controller(job, backend, store, settings).run(deadline=deadline, cancel=cancel)
         why = "span mode needs traces; this job has none in the window, so the ReAct mode ran"
         d.note = f"{why}; {d.note}" if d.note else why
         return d
@@ -103,7 +108,8 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None) -> Dia
         root = span_tree(job, request.trace_id, settings.span_max_children, settings.span_max_depth,
                          settings.span_max_spans)
         labels = label_spans(root)
-        agents = SpanAgents(job, backend, store, settings, run_id, request.trace_id, labels, request.baseline_ms)
+        agents = SpanAgents(job, backend, store, settings, run_id, request.trace_id, labels, request.baseline_ms,
+                            deadline, cancel)
         pool = AgentsPool(settings.span_pool)
         states, conclusions = pool.run(root, lambda s: s.children, lambda s: s.span_id,
                                        agents.self_state, agents.consolidate)
@@ -112,6 +118,12 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None) -> Dia
         picks, reason = synthesize(agents, g, path)
         evidence = graph_evidence(job, g, path)
         ranked = [RootCause(e, job.entities[e].kind, s) for e, s in fuse(picks, evidence)]
+    except TimeLimit:
+        store.end_run(run_id, "timeout")
+        raise
+    except KeyboardInterrupt:
+        store.end_run(run_id, "interrupted")
+        raise
     except BaseException:
         store.end_run(run_id, "failed")
         raise

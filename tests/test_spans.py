@@ -157,3 +157,25 @@ def test_batch_runs_span_mode(job_of, tmp_path):
     traced = lines[job_of(CONTACTS_TT).name]
     assert traced["method"] == "span" and traced["mode"] == "span" and traced["status"] == "answered"
     assert traced["span"]["spans"] >= 2 and (tmp_path / "span-graphs" / f"{traced['run_id']}.html").is_file()
+
+
+def test_span_mode_stops_at_the_deadline(job_of, store):
+    from rcagent.errors import TimeLimit
+    job = Job.load(job_of(CONTACTS_TT))
+    settings = Settings(backend="scripted", cache=False, span_pool=2)
+    with pytest.raises(TimeLimit):      # a deadline already past: no agent may call the model
+        analyze(job, RuleBackend(span_rules()), store, settings, deadline=time.monotonic() - 1)
+    run = store.runs(limit=1)[0]
+    assert run["mode"] == "span" and run["status"] == "timeout"
+    assert store.span_agents(run["id"]) == []
+
+
+def test_batch_timeout_applies_to_span_mode(job_of, tmp_path):
+    from rcagent.batch import Batch, read_results
+    out = tmp_path / "span.jsonl"
+    settings = Settings(backend="scripted", cache=False, mode="span", span_pool=1, store=str(tmp_path / "b.db"))
+    # each model call takes 0.5 s and the job has a second: it stops well before its agents are done
+    Batch([job_of(CONTACTS_TT)], out, "span", settings, timeout=1.0,
+          backend=RuleBackend(span_rules(), delay=0.5)).run()
+    line = read_results(out)[0]
+    assert line["status"] == "timeout" and "time limit" in line["error"]
