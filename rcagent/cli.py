@@ -391,8 +391,14 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
 @click.option("--model", required=True,
               help="llama.cpp: smollm2 | gemma3 | a .gguf path; vllm: a model folder or its Hugging Face name "
                    "(already in the local cache).")
-@click.option("--engine", type=click.Choice(["vllm", "llama.cpp"]), default="llama.cpp", show_default=True,
-              help="vllm on a GPU workstation (pip install 'rcagent[vllm]'); llama.cpp on a CPU.")
+@click.option("--engine", type=click.Choice(["vllm", "llama.cpp", "llama-server"]), default="llama.cpp",
+              show_default=True,
+              help="vllm on a GPU workstation (pip install 'rcagent[vllm]'); llama.cpp on a CPU (one request at "
+                   "a time); llama-server: llama.cpp's own server, batching --parallel requests "
+                   "(`make llama-server` builds it).")
+@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="llama-server: requests answered at once (slots of --n-ctx each), e.g. span mode's pool or "
+                   "batch --concurrency.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port on 127.0.0.1.")
 @click.option("--name", help="The model name clients send (default: the model's file or folder name).")
 @click.option("--threads", default=2, show_default=True, help="llama.cpp: CPU threads.")
@@ -401,14 +407,18 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
               help="Seconds to wait for the server to answer.")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False),
               help="Server log (default: ~/.cache/rcagent/serve-PORT.log).")
-def serve(model, engine, port, name, threads, n_ctx, wait, log_file):
-    """Start a local OpenAI-compatible server on loopback for `analyze` and `batch` (Ctrl-C stops it)."""
+@click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
+def serve(model, engine, port, name, threads, n_ctx, wait, log_file, parallel, engine_args):
+    """Start a local OpenAI-compatible server on loopback for `analyze` and `batch` (Ctrl-C stops it).
+
+    Anything after `--` goes to the engine as it is, e.g. `-- --cache-ram 0` for llama-server."""
     from rcagent.config import cache_dir
     from rcagent.serving.server import start
 
     log = Path(log_file).expanduser() if log_file else cache_dir() / f"serve-{port}.log"
     click.echo(f"starting {engine} with {model} on 127.0.0.1:{port} (log: {log}) ...", err=True)
-    proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait)
+    proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait,
+                           parallel=parallel, extra=list(engine_args))
     def stop(signum, frame):
         raise KeyboardInterrupt
 

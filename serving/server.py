@@ -2,8 +2,10 @@
 
 Engines: vLLM (GPU workstations; the optional extra `rcagent[vllm]`), started with prefix caching on and
 structured outputs available (vLLM honours `response_format` JSON schemas with its default grammar
-backend); llama.cpp's server from llama-cpp-python (CPU; what the tests use). The server's output goes to
-a log file; the process stays in the foreground until Ctrl-C.
+backend); llama.cpp's server from llama-cpp-python (CPU; what the tests use), which answers one request at
+a time; llama.cpp's own `llama-server` binary (CPU; `make llama-server` builds it from the llama.cpp source
+inside llama-cpp-python's sdist), which batches `--parallel` requests at once, each slot with its own
+`n_ctx`. The server's output goes to a log file; the process stays in the foreground until Ctrl-C.
 """
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from rcagent.errors import BadInput, BackendError
 HOST = "127.0.0.1"     # loopback only: telemetry never leaves the machine
 
 
-def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: str) -> list[str]:
+ENGINES = ("llama.cpp", "llama-server", "vllm")
+
+
+def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: str, parallel: int = 1) -> list[str]:
     if engine == "llama.cpp":
         from rcagent.serving.local import model_path
 
@@ -32,6 +37,19 @@ def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: 
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", HOST, "--port", str(port),
                 "--n_threads", str(threads), "--n_ctx", str(n_ctx), "--chat_format", chat_format or "chatml",
                 "--model_alias", name]
+    if engine == "llama-server":
+        from rcagent.serving.local import model_path
+
+        exe = shutil.which("llama-server") or shutil.which("llama-server", path=str(Path(sys.executable).parent))
+        if exe is None:
+            raise BadInput("llama-server is not on PATH: `make llama-server` builds it into .venv/bin "
+                           "(10-20 min on 2 cores), or use --engine llama.cpp")
+        path, chat_format = model_path(model)
+        cmd = [exe, "--model", str(path), "--host", HOST, "--port", str(port), "--threads", str(threads),
+               "--ctx-size", str(n_ctx * parallel), "--parallel", str(parallel), "--cont-batching",
+               "--alias", name]
+        # a chat format of our own means the file's template does not fit (Gemma base): name llama.cpp's
+        return cmd + (["--chat-template", chat_format] if chat_format else [])
     if engine == "vllm":
         if importlib.util.find_spec("vllm") is None:
             raise BadInput("vLLM is not installed. On a GPU workstation: pip install 'rcagent[vllm]' "
@@ -39,7 +57,7 @@ def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: 
         exe = shutil.which("vllm") or str(Path(sys.executable).with_name("vllm"))
         return [exe, "serve", model, "--host", HOST, "--port", str(port), "--served-model-name", name,
                 "--enable-prefix-caching", "--max-model-len", str(n_ctx)]
-    raise BadInput(f"unknown engine '{engine}' (choose vllm or llama.cpp)")
+    raise BadInput(f"unknown engine '{engine}' (choose one of {', '.join(ENGINES)})")
 
 
 def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout: float) -> None:
@@ -60,10 +78,11 @@ def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout: 
 
 
 def start(engine: str, model: str, port: int, log: Path, threads: int = 2, n_ctx: int = 8192,
-          name: str | None = None, timeout: float = 600.0) -> tuple[subprocess.Popen, str]:
-    """Start the server and return (process, base_url) once it answers."""
+          name: str | None = None, timeout: float = 600.0, parallel: int = 1,
+          extra: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the server and return (process, base_url) once it answers; `extra` goes to the engine as is."""
     name = name or Path(model).stem
-    cmd = command(engine, model, port, threads, n_ctx, name)
+    cmd = command(engine, model, port, threads, n_ctx, name, parallel) + list(extra or [])
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -188,3 +188,28 @@ def test_transformers_backend_runs_a_local_gguf(contacts_job, store, tmp_path):
     # JsonRegen may ask for up to yaml_rounds restatements on top of the step's own call
     assert d.steps == 1 and 1 <= d.llm_calls <= 1 + settings.yaml_rounds and d.root_causes
     assert all(r.entity in contacts_job.entities for r in d.root_causes)
+
+
+def test_llama_server_engine_batches_parallel_slots(tmp_path, monkeypatch):
+    import os
+    from rcagent.serving.server import command
+    from tests.test_cli import rcagent
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))     # nor beside the interpreter
+    with pytest.raises(BadInput, match="make llama-server"):
+        command("llama-server", "smollm2", 8000, 2, 4096, "smollm2", parallel=4)
+    exe = tmp_path / "llama-server"        # a stand-in that prints the command line it got and fails
+    exe.write_text('#!/bin/sh\necho "args: $*"\nexit 3\n')
+    exe.chmod(0o755)
+    cmd = command("llama-server", "smollm2", 8000, 2, 4096, "smollm2", parallel=4)
+    args = dict(zip(cmd[1::2], cmd[2::2]))
+    assert cmd[0] == str(exe) and args["--host"] == "127.0.0.1" and args["--parallel"] == "4"
+    assert args["--ctx-size"] == str(4 * 4096) and "--cont-batching" in cmd    # every slot keeps its n_ctx
+    assert args["--model"] == str(model_path("smollm2")[0]) and "--chat-template" not in cmd
+    # through the CLI: what follows `--` reaches the engine, and a server that dies is reported with its log
+    monkeypatch.undo()
+    r = rcagent("serve", "--model", "smollm2", "--engine", "llama-server", "--parallel", "2", "--n-ctx", "2048",
+                "--log", str(tmp_path / "log"), "--", "--cache-ram", "0",
+                env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"})
+    assert r.returncode != 0 and "exited with code 3" in r.stderr
+    assert "--parallel 2" in r.stderr and "--ctx-size 4096" in r.stderr and r.stderr.count("--cache-ram 0") == 1
