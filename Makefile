@@ -12,7 +12,7 @@ APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 RESULTS ?= $(HOME)/.cache/rcagent/eval
 BASELINES := random nsigma nsigma-abs baro baro-abs overview
 
-.PHONY: install demo test bench eval-bench import-all clean
+.PHONY: install demo test bench eval-bench import-all llama-server clean
 
 install: $(VENV)/.installed
 
@@ -53,6 +53,23 @@ eval-bench: import-all
 	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) --labels $(WORK)/labels --by system --format md
 	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) $(RESULTS)/react-s60.jsonl \
 		--labels $(WORK)/labels --common --by system,fault,level --text --plot $(RESULTS)/accuracy-time.png --format md
+
+# Optional: llama.cpp's own server (`rcagent serve --engine llama-server --parallel K`), which answers K
+# requests at once on a CPU; llama-cpp-python's server answers one at a time. Built from the llama.cpp
+# source inside llama-cpp-python's sdist (the installed version, from PyPI): 10-20 min on 2 cores.
+LLAMA_SRC := build/llama-server
+llama-server: $(BIN)/llama-server
+
+$(BIN)/llama-server: $(VENV)/.installed
+	rm -rf $(LLAMA_SRC) && mkdir -p $(LLAMA_SRC)
+	$(BIN)/pip download -q --no-deps --no-binary :all: -d $(LLAMA_SRC) \
+		"llama-cpp-python==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')"
+	tar xzf $(LLAMA_SRC)/llama_cpp_python-*.tar.gz -C $(LLAMA_SRC) --strip-components=3 --wildcards '*/vendor/llama.cpp/*'
+	cmake -S $(LLAMA_SRC) -B $(LLAMA_SRC)/build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+		-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+		-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+	cmake --build $(LLAMA_SRC)/build --target llama-server -j2
+	cp $(LLAMA_SRC)/build/bin/llama-server $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info
