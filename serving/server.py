@@ -27,6 +27,10 @@ ENGINES = ("llama.cpp", "llama-server", "vllm")
 
 
 def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: str, parallel: int = 1) -> list[str]:
+    if parallel > 1 and engine != "llama-server":
+        raise BadInput(f"--parallel applies to --engine llama-server only: {engine} "
+                       + ("batches concurrent requests by itself" if engine == "vllm" else
+                          "answers one request at a time"))
     if engine == "llama.cpp":
         from rcagent.serving.local import model_path
 

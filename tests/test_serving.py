@@ -198,6 +198,8 @@ def test_llama_server_engine_batches_parallel_slots(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))     # nor beside the interpreter
     with pytest.raises(BadInput, match="make llama-server"):
         command("llama-server", "smollm2", 8000, 2, 4096, "smollm2", parallel=4)
+    with pytest.raises(BadInput, match="one request at a time"):
+        command("llama.cpp", "smollm2", 8000, 2, 4096, "smollm2", parallel=4)
     exe = tmp_path / "llama-server"        # a stand-in that prints the command line it got and fails
     exe.write_text('#!/bin/sh\necho "args: $*"\nexit 3\n')
     exe.chmod(0o755)
