@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -215,3 +216,21 @@ def test_bench_stability_compares_runs_with_and_without_experts(job_of, labels, 
 def test_bench_stability_rejects_unknown_ablation(tmp_path):
     r = rcagent("bench", "stability", "--jobs", str(tmp_path), "--ablate", "magic")
     assert r.returncode == 2 and r.stderr.strip().startswith("error:")
+
+
+@pytest.mark.model
+def test_analyze_span_mode_with_the_default_model(job_of, tmp_path):
+    """`rcagent analyze --mode span` on a real TrainTicket job with SmolLM2: one agent per span, the
+    evidence graph's picture beside the store, and `show` lists the agents."""
+    db = str(tmp_path / "s.db")
+    r = rcagent("analyze", "--job", str(job_of("2023-01-29_08_43")), "--mode", "span", "--store", db,
+                "--quiet", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    span = d["span"]
+    assert d["mode"] == "span" and d["root_causes"] and span["spans"] >= 2
+    assert span["path"][0] == span["graph"]["graph"]["root"] and Path(span["picture"]).parent == tmp_path / "graphs"
+    page = Path(span["picture"]).read_text()
+    assert page.count("<rect") == span["spans"] and page.count("ABNORMAL</text>") == span["abnormal"]
+    shown = rcagent("show", d["run_id"], "--store", db)
+    assert shown.returncode == 0 and shown.stdout.count("concludes: root cause") == span["spans"]
