@@ -141,16 +141,18 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
         click.echo(f"  step {ev['step']:>2}/{ev['max_steps']}  {ev['action']:<13} {str(ev['entity'])[:48]:<48} "
                    f"{ev['tokens']:>5} tok{' (cached)' if ev['cached'] else ''}{extra}", err=True)
 
-    controller = Controller(job, llm, db, settings, progress=progress)
+    controller = None
     try:
         if settings.mode == "span":
             from rcagent.spans.mode import analyze as analyze_spans
 
             diagnosis = analyze_spans(job, llm, db, settings, graph_dir=settings.store_path().parent / "graphs")
         else:
+            controller = Controller(job, llm, db, settings, progress=progress)
             diagnosis = controller.run()
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: run {controller.run_id} is kept in the store, marked interrupted", err=True)
+        which = f"run {controller.run_id}" if controller and controller.run_id else "the run"
+        click.echo(f"\ninterrupted: {which} is kept in the store, marked interrupted", err=True)
         sys.exit(130)
     if out:
         Path(out).write_text(json.dumps(diagnosis.to_dict(), indent=2))
@@ -275,7 +277,7 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
           base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
-    from rcagent.batch import Batch, prepare_output
+    from rcagent.batch import AGENT_METHODS, Batch, prepare_output
     from rcagent.progress import BatchProgress
     from rcagent.stability import find_jobs, job_system, sample
 
@@ -296,14 +298,14 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         method = "span"
     done = prepare_output(out_path, resume)
     todo = [j for j in jobs if j.name not in done]
-    who = f"{settings.backend}/{settings.model}" if method in ("react", "span") else method
+    who = f"{settings.backend}/{settings.model}" if method in AGENT_METHODS else method
     click.echo(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {out_path}, {len(todo)} to run with {who}"
                f" ({concurrency} at a time)", err=True)
-    if method in ("react", "span") and settings.backend == "local" and concurrency > 1:
+    if method in AGENT_METHODS and settings.backend == "local" and concurrency > 1:
         click.echo("note: the local backend loads one model copy per worker and they share the CPU; "
                    "concurrency pays off against an OpenAI-compatible server", err=True)
     shared = None
-    if method in ("react", "span") and settings.backend == "openai":
+    if method in AGENT_METHODS and settings.backend == "openai":
         from rcagent.serving import make_backend
 
         shared = make_backend(settings)   # one HTTP client for every worker; the server batches their requests

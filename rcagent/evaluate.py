@@ -10,7 +10,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from rcagent.batch import read_results
+from rcagent.batch import AGENT_METHODS, read_results
 from rcagent.errors import BadInput
 from rcagent.labels import load_label
 from rcagent.scoring import RECALL_KS, Inventory, level, score_case
@@ -54,7 +54,7 @@ class Inventories:
 def method_of(row: dict) -> str:
     """The name results are grouped by: the baseline's name, or the agent's mode and model."""
     method = row.get("method") or row.get("mode") or "?"
-    return f"{method} ({row['model']})" if method in ("react", "span") and row.get("model") else method
+    return f"{method} ({row['model']})" if method in AGENT_METHODS and row.get("model") else method
 
 
 def score_rows(rows: list[dict], labels: Path, jobs_dir: Path | None) -> tuple[list[dict], list[str]]:
