@@ -13,6 +13,7 @@ from pathlib import Path
 from rcagent.batch import AGENT_METHODS, read_results
 from rcagent.errors import BadInput
 from rcagent.labels import load_label
+from rcagent.validate import safe_name
 from rcagent.scoring import RECALL_KS, Inventory, level, score_case
 
 BY_KEYS = ("source", "system", "fault", "level")
@@ -39,8 +40,9 @@ class Inventories:
 
         job = row["job"]
         if job not in self.cache:
-            candidates = ([Path(row["job_path"])] if row.get("job_path") else []) + \
-                         ([self.jobs_dir / job] if self.jobs_dir else [])
+            # the jobs folder first: a job id is a name inside it (never a path out of it)
+            candidates = ([self.jobs_dir / safe_name(job, "job id")] if self.jobs_dir else []) + \
+                         ([Path(row["job_path"])] if row.get("job_path") else [])
             path = next((p for p in candidates if (p / "job.yaml").is_file()), None)
             if path is None:
                 raise BadInput(f"job {job}: folder not found ({', '.join(map(str, candidates)) or 'no path'}); "
@@ -150,7 +152,7 @@ def load_cases(results: list[Path], labels: Path, jobs_dir: Path | None) -> tupl
     for path in results:
         if not path.is_file():
             raise BadInput(f"results file not found: {path}")
-        found = read_results(path)
+        found = read_results(path, strict=True)
         if not found:
             raise BadInput(f"{path}: no result lines (JSONL written by `rcagent batch`)")
         per_file.append((path, found))

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import yaml
 from rapidfuzz import process, fuzz
 
 from rcagent.errors import BadInput, UnknownEntity
+from rcagent.validate import JobMeta, PeriodSpec, check, load_yaml
+
+MAX_LINE_BYTES = 256 * 1024 * 1024   # a CSV line up to this is read (and its text cut), not refused
+TEXT_MAX = 8192                      # characters of a text value kept (a 10 MB log line is cut here)
 
 # Column name -> DuckDB type, per table; the order is the order of the view.
 SCHEMAS: dict[str, dict[str, str]] = {
@@ -78,28 +81,19 @@ class Job:
         if not path.is_dir():
             raise BadInput(f"job folder not found: {path}")
         meta_file = path / "job.yaml"
-        if not meta_file.is_file():
-            raise BadInput(f"{meta_file}: missing (a job folder needs job.yaml)")
-        try:
-            meta = yaml.safe_load(meta_file.read_text())
-        except yaml.YAMLError as exc:
-            raise BadInput(f"{meta_file}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        if not isinstance(meta, dict):
-            raise BadInput(f"{meta_file}: expected a mapping with id, system, alert, window, baseline")
-        for key in ("id", "alert", "window"):
-            if key not in meta:
-                raise BadInput(f"{meta_file}: missing key '{key}'")
-        window = _period(meta["window"], meta_file, "window")
-        raw_base = meta.get("baseline") or []
-        if isinstance(raw_base, dict):
-            raw_base = [raw_base]
-        baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(raw_base)]
+        meta = read_meta(path)
+        window = _period(meta.window, meta_file, "window")
+        specs = meta.baseline if isinstance(meta.baseline, list) else [meta.baseline] if meta.baseline else []
+        baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(specs)]
         con = duckdb.connect(":memory:")
-        job = cls(path=path, id=str(meta["id"]), system=str(meta.get("system", "unknown")),
-                  alert=str(meta["alert"]), window=window, baseline=baseline, con=con,
-                  source=str(meta.get("source") or ""))
-        for table in TABLES:
-            job._register(table, (meta.get("tables") or {}).get(table))
+        job = cls(path=path, id=meta.id, system=meta.system, alert=meta.alert, window=window, baseline=baseline,
+                  con=con, source=meta.source or "")
+        try:
+            for table in TABLES:
+                job._register(table, (meta.tables or {}).get(table))
+        except BadInput:
+            con.close()
+            raise
         job.entities = {r[0]: Entity(*r) for r in con.execute(
             "SELECT id, coalesce(kind, 'unknown'), service, node FROM entities WHERE id IS NOT NULL").fetchall()}
         if not job.entities:  # fall back to whatever names the telemetry carries
@@ -110,49 +104,64 @@ class Job:
                     job.entities[name] = Entity(name, "unknown")
         return job
 
-    def _register(self, table: str, declared: str | None) -> None:
-        schema = SCHEMAS[table]
+    def _table_file(self, table: str, declared: str | None) -> Path | None:
+        """The table's file inside the job folder (symlinks resolved), or None when it has none."""
+        root = self.path.resolve()
         candidates = [declared] if declared else [f"{table}.parquet", f"{table}.csv"]
-        file = next((self.path / c for c in candidates if (self.path / c).is_file()), None)
+        for name in candidates:
+            file = (self.path / name)
+            if not (file.is_file() or file.is_symlink()):
+                continue
+            real = file.resolve()
+            if not real.is_relative_to(root):
+                raise BadInput(f"{file}: table '{table}' points outside the job folder ({real})")
+            if not real.is_file():
+                raise BadInput(f"{file}: table '{table}' is not a file")
+            return real
+        if declared:
+            if Path(declared).is_absolute() or ".." in Path(declared).parts:
+                raise BadInput(f"{self.path / 'job.yaml'}: tables.{table}: '{declared}' is outside the job folder")
+            raise BadInput(f"{self.path / declared}: listed in job.yaml but missing")
+        return None
+
+    def _register(self, table: str, declared: str | None) -> None:
+        """A view `table` with the schema's columns over the table's file, read through DuckDB's relational
+        API (the path is an argument, never SQL text). Unparseable values fail the job with a count;
+        NaN and infinite numbers read as NULL; text longer than TEXT_MAX is cut."""
+        schema = SCHEMAS[table]
+        file = self._table_file(table, declared)
+        if file is not None and file.stat().st_size == 0:   # an empty file is an empty table
+            file = None
         if file is None:
-            if declared:
-                raise BadInput(f"{self.path / declared}: listed in job.yaml but missing")
             cols = ", ".join(f"NULL::{t} AS {c}" for c, t in schema.items())
             self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} WHERE false")
             self.rows[table] = 0
             return
-        lit = str(file).replace("'", "''")
-        if file.suffix == ".parquet":
-            source = f"read_parquet('{lit}')"
-        elif file.suffix == ".csv":
-            source = f"read_csv('{lit}', header=true, all_varchar=true)"
-        else:
-            raise BadInput(f"{file}: unsupported table format (use .parquet or .csv)")
         try:
-            present = {r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            if file.suffix == ".parquet":
+                raw = self.con.read_parquet(str(file))
+            elif file.suffix == ".csv":
+                raw = self.con.read_csv(str(file), header=True, all_varchar=True, max_line_size=MAX_LINE_BYTES)
+            else:
+                raise BadInput(f"{file}: unsupported table format (use .parquet or .csv)")
+            raw.create_view(f"_raw_{table}")
+            present = set(raw.columns)
         except duckdb.Error as exc:
             raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
         missing = [c for c in schema if c not in present and c not in OPTIONAL_COLUMNS.get(table, ())]
         if missing:
             raise BadInput(f"{file}: missing column(s) {', '.join(missing)} for table '{table}'")
-        cols = ", ".join(
-            (f"TRY_CAST(\"{c}\" AS {t}) AS {c}" if c in present else f"NULL::{t} AS {c}")
-            for c, t in schema.items())
-        self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
-        # Validate: count rows and rows whose typed columns failed to parse.
-        checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND {c}_t IS NULL)'
-                  for c, t in schema.items() if c in present and t != "VARCHAR"]
-        typed = ", ".join(f'TRY_CAST("{c}" AS {t}) AS {c}_t, "{c}"'
-                          for c, t in schema.items() if c in present and t != "VARCHAR")
+        # The column names are the schema's own (checked present above), never the file's text.
+        cols = ", ".join(_typed(c, t) if c in present else f"NULL::{t} AS {c}" for c, t in schema.items())
+        self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM _raw_{table}")
+        typed_cols = [c for c, t in schema.items() if c in present and t != "VARCHAR"]
+        checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND TRY_CAST("{c}" AS {schema[c]}) IS NULL)'
+                  for c in typed_cols]
         try:
-            if checks:
-                n, *bad = self.con.execute(
-                    f"SELECT count(*), {', '.join(checks)} FROM (SELECT {typed} FROM {source})").fetchone()
-            else:
-                n, bad = self.con.execute(f"SELECT count(*) FROM {source}").fetchone()[0], []
+            n, *bad = self.con.execute(f"SELECT count(*){''.join(', ' + c for c in checks)} "
+                                       f"FROM _raw_{table}").fetchall()[0]
         except duckdb.Error as exc:
             raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
-        typed_cols = [c for c, t in schema.items() if c in present and t != "VARCHAR"]
         for col, count in zip(typed_cols, bad):
             if count:
                 raise BadInput(f"{file}: {count} row(s) with an unparseable '{col}' "
@@ -223,14 +232,36 @@ class Job:
         return text
 
 
+def read_meta(folder: Path) -> JobMeta:
+    """A job folder's job.yaml, validated (types, known keys only)."""
+    meta_file = Path(folder) / "job.yaml"
+    if not meta_file.is_file():
+        raise BadInput(f"{meta_file}: missing (a job folder needs job.yaml)")
+    raw = load_yaml(meta_file, "job.yaml")
+    if not isinstance(raw, dict):
+        raise BadInput(f"{meta_file}: expected a mapping with id, system, alert, window, baseline")
+    return check(JobMeta, raw, str(meta_file))
+
+
+def _typed(column: str, kind: str) -> str:
+    if kind == "DOUBLE":   # NaN and inf are no measurement: they must never win a ranking
+        return f'CASE WHEN isfinite(TRY_CAST("{column}" AS DOUBLE)) THEN TRY_CAST("{column}" AS DOUBLE) END AS {column}'
+    if kind == "VARCHAR":
+        return f'left(CAST("{column}" AS VARCHAR), {TEXT_MAX}) AS {column}'
+    return f'TRY_CAST("{column}" AS {kind}) AS {column}'
+
+
 def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0][:200]
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
 
 
 def parse_time(value, where: str) -> dt.datetime:
     """A UTC timestamp (naive datetime in UTC) from a YAML value."""
     if isinstance(value, dt.datetime):
         ts = value
+    elif isinstance(value, dt.date):
+        ts = dt.datetime(value.year, value.month, value.day)
     else:
         try:
             ts = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -241,15 +272,9 @@ def parse_time(value, where: str) -> dt.datetime:
     return ts
 
 
-def _period(raw, file: Path, where: str) -> Period:
-    if not isinstance(raw, dict) or "start" not in raw or "end" not in raw:
-        raise BadInput(f"{file}: '{where}' needs start and end")
-    start = parse_time(raw["start"], f"{file}: {where}.start")
-    end = parse_time(raw["end"], f"{file}: {where}.end")
+def _period(spec: PeriodSpec, file: Path, where: str) -> Period:
+    start = parse_time(spec.start, f"{file}: {where}.start")
+    end = parse_time(spec.end, f"{file}: {where}.end")
     if end <= start:
         raise BadInput(f"{file}: '{where}' ends before it starts")
-    tables = tuple(raw.get("tables") or TABLES)
-    unknown = [t for t in tables if t not in SCHEMAS]
-    if unknown:
-        raise BadInput(f"{file}: '{where}' names unknown table(s) {', '.join(unknown)}")
-    return Period(start, end, tables)
+    return Period(start, end, tuple(spec.tables or TABLES))

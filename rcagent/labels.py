@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from rcagent.errors import BadInput
+from rcagent.validate import Label, check, load_yaml
 
 
 def labels_dir(jobs_dir: Path) -> Path:
@@ -12,8 +13,18 @@ def labels_dir(jobs_dir: Path) -> Path:
 
 
 def load_label(labels: Path, job_id: str) -> dict | None:
+    """The label of a job, validated; None when it has none. A job id is a file name inside `labels`,
+    never a path: an id that would lead outside the folder is refused (a label file that is a symlink
+    is the user's own arrangement and is followed)."""
+    if not job_id or any(c in job_id for c in "/\\\x00") or job_id in (".", ".."):
+        raise BadInput(f"job id {job_id[:60]!r} is not a plain name: no label is looked up for it")
     path = labels / f"{job_id}.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    data = load_yaml(path, "label")
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: a label is a mapping with root_causes")
+    return check(Label, data, str(path)).model_dump(exclude_none=True)
 
 
 def lenient_truth(label: dict) -> set[str]:

@@ -18,8 +18,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from rcagent.config import Settings
 from rcagent.errors import BackendError, BadInput
 from rcagent.labels import labels_dir
@@ -53,7 +51,9 @@ def find_jobs(folder: Path) -> list[Path]:
 
 
 def job_system(job: Path) -> str:
-    return str((yaml.safe_load((job / "job.yaml").read_text()) or {}).get("system", "?"))
+    from rcagent.job import read_meta
+
+    return read_meta(job).system
 
 
 def sample(jobs: list[Path], limit: int, seed: int) -> list[Path]:

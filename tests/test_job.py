@@ -47,7 +47,7 @@ def test_missing_and_empty_tables_load(tmp_path):
     (lambda d: None, "job folder not found"),
     (lambda d: d.mkdir(), "job.yaml: missing"),
     (lambda d: write(d, meta="id: [unclosed"), "not valid YAML"),
-    (lambda d: write(d, meta="id: x\nalert: y\n"), "missing key 'window'"),
+    (lambda d: write(d, meta="id: x\nalert: y\n"), "window: missing"),
     (lambda d: write(d, meta=META.replace("00:20:00Z", "00:05:00Z")), "ends before it starts"),
     (lambda d: write(d, metrics="timestamp,entity,value\n2024-01-01T00:00:00,a,1\n"), "missing column(s) metric"),
     (lambda d: write(d, metrics="timestamp,entity,metric,value\nyesterday,a,cpu,1\n"), "unparseable 'timestamp'"),
