@@ -21,7 +21,7 @@ import networkx as nx
 from rapidfuzz import fuzz
 
 from rcagent.job import Job
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, sql_list, template
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, one_of, template
 
 MAX_LINES = 20_000
 MAX_TEMPLATES = 300
@@ -68,13 +68,13 @@ class Cluster:
 
 def _lines(job: Job, members: list[str], period: str) -> tuple[list[tuple[float, str, str]], float]:
     """[(epoch seconds, level, line)] of one period (sampled if large) and the factor to scale counts by."""
-    where = f"entity IN {sql_list(members)} AND {period}"
-    total = job.query(f"SELECT count(*) FROM logs WHERE {where}")[0][0]
+    where = f"{one_of('entity', 'members')} AND {period}"
+    total = job.query(f"SELECT count(*) FROM logs WHERE {where}", {"members": members})[0][0]
     if not total:
         return [], 1.0
     sample = f"USING SAMPLE reservoir({MAX_LINES} ROWS) REPEATABLE (0)" if total > MAX_LINES else ""
     rows = job.query(f"""SELECT epoch(timestamp), coalesce(level, ''), message
-                         FROM (SELECT * FROM logs WHERE {where}) {sample}""")
+                         FROM (SELECT * FROM logs WHERE {where}) {sample}""", {"members": members})
     return [(t, lv, clean(m)) for t, lv, m in rows if m and clean(m)], total / max(len(rows), 1)
 
 

@@ -13,7 +13,7 @@ import datetime as dt
 import re
 
 from rcagent.job import Job
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, fmt, sql_list, template
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, fmt, one_of, template
 
 ROWS = 6
 
@@ -30,9 +30,9 @@ def related(job: Job, span) -> list[str]:
     return names
 
 
-def _interval(span, delta_s: float) -> tuple[str, str]:
+def _interval(span, delta_s: float) -> tuple[dt.datetime, dt.datetime]:
     t0 = span.start if isinstance(span.start, dt.datetime) else dt.datetime.fromisoformat(str(span.start))
-    return str(t0 - dt.timedelta(seconds=delta_s)), str(t0 + dt.timedelta(seconds=delta_s))
+    return t0 - dt.timedelta(seconds=delta_s), t0 + dt.timedelta(seconds=delta_s)
 
 
 def span_metrics(job: Job, span, delta_s: float = 60.0, n_sigma: float = 3.0, limit: int = 700) -> str:
@@ -41,11 +41,11 @@ def span_metrics(job: Job, span, delta_s: float = 60.0, n_sigma: float = 3.0, li
     lo, hi = _interval(span, delta_s)
     rows = job.query(f"""
         WITH b AS (SELECT entity, metric, avg(value) mu, stddev_samp(value) sd FROM metrics
-                   WHERE entity IN {sql_list(related(job, span))} AND {job.in_baseline('metrics')} GROUP BY 1, 2),
+                   WHERE {one_of('entity', 'names')} AND {job.in_baseline('metrics')} GROUP BY 1, 2),
              w AS (SELECT entity, metric, min(value) lo, max(value) hi FROM metrics
-                   WHERE entity IN {sql_list(related(job, span))}
-                     AND timestamp >= TIMESTAMP '{lo}' AND timestamp <= TIMESTAMP '{hi}' GROUP BY 1, 2)
-        SELECT w.entity, w.metric, b.mu, b.sd, w.lo, w.hi FROM w JOIN b USING (entity, metric)""")
+                   WHERE {one_of('entity', 'names')} AND timestamp >= $lo AND timestamp <= $hi GROUP BY 1, 2)
+        SELECT w.entity, w.metric, b.mu, b.sd, w.lo, w.hi FROM w JOIN b USING (entity, metric)""",
+        {"names": related(job, span), "lo": lo, "hi": hi})
     found = []
     for entity, metric, mu, sd, w_lo, w_hi in rows:
         if mu is None or w_lo is None:
@@ -72,8 +72,8 @@ def span_logs(job: Job, span, trace_id: str, delta_s: float = 60.0, limit: int =
                                            if span.service and e.service == span.service]
     rows = job.query(f"""
         SELECT level, message, trace_id FROM logs
-        WHERE entity IN {sql_list([n for n in names if n])}
-          AND timestamp >= TIMESTAMP '{lo}' AND timestamp <= TIMESTAMP '{hi}'""")
+        WHERE {one_of('entity', 'names')} AND timestamp >= $lo AND timestamp <= $hi""",
+        {"names": [n for n in names if n], "lo": lo, "hi": hi})
     counts: dict[str, int] = {}
     words = re.compile(ERROR_WORDS)
     for level, message, tid in rows:

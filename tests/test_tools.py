@@ -31,7 +31,7 @@ def test_logs_fold_new_error_template(contacts_job):
 
 def test_logs_query_searches_all_lines(contacts_job):
     text = run_tool(TOOLS["logs"], contacts_job, {"entity": "ts-contacts-service", "query": "findContactsById"})
-    assert "lines matching 'findContactsById'" in text
+    assert 'lines matching "findContactsById"' in text
 
 
 def test_metrics_compare_window_with_baseline(contacts_job):

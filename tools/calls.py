@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
-from rcagent.tools.common import fmt, sql_list, table
+from rcagent.tools.common import fmt, one_of, table
 
 
 def edges(job: Job) -> str:
@@ -48,13 +48,17 @@ def calls(job: Job, entity: str, direction: str | None = None) -> str:
         raise ValueError("direction must be in, out or both")
     ent = job.entities[entity]
     edges(job)
+    # the entity's names are bound as the parameter $mine, never written into the SQL
     if ent.kind == "pod":
-        mine_in, mine_out = f"callee_pod = '{entity}'", f"caller_pod = '{entity}'"
+        mine = [entity]
+        mine_in, mine_out = one_of("callee_pod", "mine"), one_of("caller_pod", "mine")
     elif ent.kind == "node":
-        pods = sql_list([m for m in job.members(ent) if m != entity] or [""])
-        mine_in, mine_out = f"callee_pod IN {pods}", f"caller_pod IN {pods}"
+        mine = [m for m in job.members(ent) if m != entity]
+        mine_in, mine_out = one_of("callee_pod", "mine"), one_of("caller_pod", "mine")
     else:
-        mine_in, mine_out = f"callee = '{entity}'", f"caller = '{entity}'"
+        mine = [entity]
+        mine_in, mine_out = one_of("callee", "mine"), one_of("caller", "mine")
+    params = {"mine": mine}
     w_min = job.window.seconds / 60
     b_min = job.baseline_seconds("traces") / 60
     win, base = job.in_window("start"), job.in_baseline("traces", "start")
@@ -64,28 +68,30 @@ def calls(job: Job, entity: str, direction: str | None = None) -> str:
     per_min = job.query(f"""
         SELECT strftime(date_trunc('minute', start), '%H:%M'), count(*), count(*) FILTER (WHERE {ERR}),
                quantile_cont(duration_ms, 0.5), quantile_cont(duration_ms, 0.95)
-        FROM edges WHERE {mine_in} AND {win} GROUP BY 1 ORDER BY 1""")
+        FROM edges WHERE {mine_in} AND {win} GROUP BY 1 ORDER BY 1""", params)
     base_row = job.query(f"""
         SELECT count(*), count(*) FILTER (WHERE {ERR}), quantile_cont(duration_ms, 0.5),
-               quantile_cont(duration_ms, 0.95) FROM edges WHERE {mine_in} AND {base}""")[0]
+               quantile_cont(duration_ms, 0.95) FROM edges WHERE {mine_in} AND {base}""", params)[0]
     if direction in ("in", "both"):
         rows = [["baseline", fmt(base_row[0] / b_min) if b_min else "-", base_row[1], fmt(base_row[2]), fmt(base_row[3])]]
         rows += [[m, n, e, fmt(p50), fmt(p95)] for m, n, e, p50, p95 in per_min]
         out.append("Incoming requests per minute:\n" + table(["minute", "requests", "errors", "p50", "p95"], rows))
-        out.append(_peers(job, "caller", mine_in, win, base, w_min, b_min, "Callers"))
+        out.append(_peers(job, "caller", mine_in, params, win, base, w_min, b_min, "Callers"))
     if direction in ("out", "both"):
-        out.append(_peers(job, "callee", mine_out, win, base, w_min, b_min, "Callees"))
+        out.append(_peers(job, "callee", mine_out, params, win, base, w_min, b_min, "Callees"))
     return "\n".join(o for o in out if o)
 
 
-def _peers(job: Job, peer: str, mine: str, win: str, base: str, w_min: float, b_min: float, title: str) -> str:
+def _peers(job: Job, peer: str, mine: str, params: dict, win: str, base: str, w_min: float, b_min: float,
+           title: str) -> str:
+    assert peer in ("caller", "callee")   # a column name of the edges table, spliced into the SQL
     rows = job.query(f"""
         SELECT {peer}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                count(*) FILTER (WHERE {win} AND {ERR}),
                quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
                quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
-        FROM edges WHERE {mine} AND ({win} OR {base}) GROUP BY 1""")
+        FROM edges WHERE {mine} AND ({win} OR {base}) GROUP BY 1""", params)
     if not rows:
         return f"{title}: none seen."
     body, gone = [], []

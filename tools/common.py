@@ -1,6 +1,7 @@
 """Helpers shared by the tools: window-against-baseline statistics and compact text tables."""
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -10,15 +11,21 @@ ERROR_LEVELS = ("WARN", "WARNING", "ERROR", "FATAL", "SEVERE", "CRITICAL")
 ERROR_WORDS = r"(?i)(exception|error|fail|timeout|timed out|refused|denied|unavailable|panic|traceback|reset by peer)"
 
 
-def sql_list(names: list[str]) -> str:
-    return "(" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + ")"
+def one_of(column: str, param: str) -> str:
+    """SQL condition: the column's value is in the list bound to the named parameter `$param`.
+
+    Names (entities, levels) are always bound as parameters, never written into the SQL text: they come
+    from the telemetry, which is attacker-controlled."""
+    return f"list_contains(${param}, {column})"
 
 
 def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> list[dict]:
     """Per (entity, metric): baseline mean/sd, window mean/min/max and a signed deviation score."""
-    where = f"entity IN {sql_list(entities)}"
+    where = one_of("entity", "entities")
+    params: dict = {"entities": list(entities)}
     if metric:
-        where += " AND metric ILIKE ?"
+        where += " AND metric ILIKE $metric ESCAPE '\\'"
+        params["metric"] = f"%{like_escape(metric)}%"
     rows = job.query(f"""
         SELECT entity, metric,
                avg(value) FILTER (WHERE {job.in_baseline('metrics')}) AS b_mean,
@@ -28,7 +35,7 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
                min(value) FILTER (WHERE {job.in_window()}) AS w_min,
                max(value) FILTER (WHERE {job.in_window()}) AS w_max,
                count(value) FILTER (WHERE {job.in_window()}) AS w_n
-        FROM metrics WHERE {where} GROUP BY entity, metric""", [f"%{metric}%"] if metric else [])
+        FROM metrics WHERE {where} GROUP BY entity, metric""", params)
     out = []
     for entity, name, b_mean, b_sd, b_n, w_mean, w_min, w_max, w_n in rows:
         out.append({"entity": entity, "metric": name, "b_mean": b_mean, "b_sd": b_sd, "b_n": b_n,
@@ -36,6 +43,11 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
                     "score": deviation(b_mean, b_sd, w_min, w_max)})
     out.sort(key=lambda r: -abs(r["score"]))
     return out
+
+
+def like_escape(text: str) -> str:
+    """Text matched literally by LIKE/ILIKE ... ESCAPE '\\' (its % and _ are not wildcards)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def deviation(b_mean, b_sd, w_min, w_max) -> float:
@@ -97,3 +109,11 @@ def template(message: str) -> str:
 
 def short(name: str, width: int = 44) -> str:
     return name if len(name) <= width else name[: width - 1] + "~"
+
+
+def quoted(text: str, limit: int = 300) -> str:
+    """Telemetry text (a log line, an event message) as one quoted, escaped string: newlines, escape codes
+    and quotes cannot break out of it, so a log line cannot pose as a prompt header or an instruction."""
+    text = str(text)
+    cut = len(text) > limit
+    return json.dumps(text[:limit] + ("..." if cut else ""), ensure_ascii=False)

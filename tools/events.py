@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rcagent.job import Job
 from rcagent.tools import entity_param, has_rows, register
-from rcagent.tools.common import sql_list, table
+from rcagent.tools.common import one_of, quoted, table
 
 
 @register("events", "Platform events of an entity (restarts, OOM kills, evictions, deployments), "
@@ -17,8 +17,8 @@ def events(job: Job, entity: str) -> str:
         SELECT coalesce(reason, '?'), count(*) FILTER (WHERE {job.in_baseline('events')}),
                count(*) FILTER (WHERE {job.in_window()}),
                any_value(message) FILTER (WHERE {job.in_window()})
-        FROM events WHERE entity IN {sql_list(members)} GROUP BY 1 ORDER BY 3 DESC, 2 DESC""")
+        FROM events WHERE {one_of('entity', 'members')} GROUP BY 1 ORDER BY 3 DESC, 2 DESC""", {"members": members})
     if not rows:
         return f"No events for {entity} ({ent.kind})."
     return f"Events of {entity} ({ent.kind}):\n" + table(
-        ["reason", "baseline", "window", "example"], [[r, b, w, (m or "")[:160]] for r, b, w, m in rows])
+        ["reason", "baseline", "window", "example"], [[quoted(r, 40), b, w, quoted(m or "", 160)] for r, b, w, m in rows])

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, sql_list, table, template
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, like_escape, one_of, quoted, table, template
 
 LIMIT = 15
 
@@ -19,21 +19,22 @@ def logs(job: Job, entity: str, query: str | None = None) -> str:
         return "This job has no logs table (no log lines were collected)."
     ent = job.entities[entity]
     members = job.members(ent)
+    params: dict = {"members": members}
     if query:
-        cond, params = "message ILIKE ?", [f"%{query}%"]
+        cond, params["query"] = "message ILIKE $query ESCAPE '\\'", f"%{like_escape(str(query))}%"
     else:
-        cond = f"(upper(level) IN {sql_list(list(ERROR_LEVELS))} OR regexp_matches(message, ?))"
-        params = [ERROR_WORDS]
+        cond = f"({one_of('upper(level)', 'levels')} OR regexp_matches(message, $words))"
+        params.update(levels=list(ERROR_LEVELS), words=ERROR_WORDS)
     rows = job.query(f"""
         SELECT level, message, {job.in_window()} AS flagged
-        FROM logs WHERE entity IN {sql_list(members)} AND {cond}
+        FROM logs WHERE {one_of('entity', 'members')} AND {cond}
           AND ({job.in_window()} OR {job.in_baseline('logs')})""", params)
     total = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_window()}),
                                  count(*) FILTER (WHERE {job.in_baseline('logs')})
-                          FROM logs WHERE entity IN {sql_list(members)}""")[0]
+                          FROM logs WHERE {one_of('entity', 'members')}""", {"members": members})[0]
     w_min = max(job.window.seconds / 60, 1e-9)
     b_min = job.baseline_seconds("logs") / 60
-    what = f"lines matching '{query}'" if query else "warning/error-like lines"
+    what = f"lines matching {quoted(str(query), 40)}" if query else "warning/error-like lines"
     head = (f"Logs of {entity} ({ent.kind}): {total[0]} lines in the window ({total[0] / w_min:.1f}/min), "
             f"{total[1]} in the baseline ({total[1] / b_min:.1f}/min)." if b_min else
             f"Logs of {entity} ({ent.kind}): {total[0]} lines in the window; no baseline logs.")
@@ -45,7 +46,7 @@ def logs(job: Job, entity: str, query: str | None = None) -> str:
         g["w" if flagged else "b"] += 1
         g["level"] = g["level"] or level
         if flagged and not g["example"]:
-            g["example"] = message.strip()[:300]
+            g["example"] = message.strip()
     ranked = sorted(groups.items(), key=lambda kv: (-(kv[1]["w"] / w_min - (kv[1]["b"] / b_min if b_min else 0)),
                                                      -kv[1]["w"]))
     body = []
@@ -59,5 +60,5 @@ def logs(job: Job, entity: str, query: str | None = None) -> str:
         text += f"\n({len(ranked) - LIMIT} more templates)"
     examples = [g["example"] for _, g in ranked[:3] if g["example"]]
     if examples:
-        text += "\nExample lines from the window:\n" + "\n".join(f"  {e}" for e in examples)
+        text += "\nExample lines from the window (quoted log data):\n" + "\n".join(f"  {quoted(e)}" for e in examples)
     return text

@@ -13,7 +13,7 @@ from collections import defaultdict
 from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, sql_list, table
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, one_of, table
 
 LIMIT = 15
 
@@ -92,8 +92,8 @@ def scores(job: Job) -> dict[str, list[tuple[float, str, str]]]:
     if job.rows.get("logs"):
         for entity, b, w in job.query(f"""
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
-                FROM logs WHERE upper(level) IN {sql_list(list(ERROR_LEVELS))} OR regexp_matches(message, ?)
-                GROUP BY 1""", [ERROR_WORDS]):
+                FROM logs WHERE {one_of('upper(level)', 'levels')} OR regexp_matches(message, $words)
+                GROUP BY 1""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS}):
             b_rate = load * b / lb_min if lb_min else 0.0
             w_rate = w / w_min
             if w_rate > b_rate:

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
+import lzma
+import os
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,16 +50,21 @@ def extracted(src: str | Path) -> Path:
     target = cache_dir() / "data" / f"{src.name.split('.')[0]}-{digest}"
     if (target / ".complete").exists():
         return target
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    # extract beside the target and rename when complete: a truncated archive, a full disk or Ctrl-C
+    # leaves no half-extracted folder that a later import would take for the data
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
         with tarfile.open(src) as tar:
-            tar.extractall(target, filter="data")
-    except (tarfile.TarError, OSError) as exc:
+            tar.extractall(partial, filter="data")
+        (partial / ".complete").write_text("ok\n")
         shutil.rmtree(target, ignore_errors=True)
-        raise BadInput(f"{src}: cannot extract ({exc})") from None
-    (target / ".complete").write_text("ok\n")
+        partial.rename(target)
+    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+        raise BadInput(f"{src}: cannot extract ({str(exc).strip() or type(exc).__name__})") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
@@ -67,6 +76,23 @@ def find_dir(root: Path, name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise BadInput(f"{root}: no '{name}' folder found (is this the right archive?)")
+
+
+def csv_view(con: duckdb.DuckDBPyConnection, view: str, files: list[Path]) -> str:
+    """Register CSV files (all text, columns united by name) as the view `view`, through DuckDB's
+    relational API: a path is an argument, never SQL text (a folder name may hold a quote)."""
+    try:
+        con.read_csv([str(f) for f in files], header=True, all_varchar=True, union_by_name=True,
+                     max_line_size=256 * 1024 * 1024).create_view(view, replace=True)
+    except duckdb.Error as exc:
+        where = files[0] if len(files) == 1 else f"{files[0].parent} ({len(files)} files)"
+        raise BadInput(f"{where}: cannot be read as CSV ({str(exc).strip().splitlines()[0][:160]})") from None
+    return view
+
+
+def ident(name: str) -> str:
+    """A column name from a file's header as a quoted SQL identifier (its quotes doubled)."""
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def opaque_id(prefix: str, source: str, case_id: str) -> str:
@@ -93,14 +119,15 @@ def write_job(con: duckdb.DuckDBPyConnection, dest: Path, job_id: str, meta: dic
     for table, sql in tables.items():
         cols = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in SCHEMAS[table].items())
         con.execute(f"CREATE OR REPLACE TEMP TABLE _out AS SELECT {cols} FROM ({sql})")
-        n = con.execute("SELECT count(*) FROM _out").fetchone()[0]
+        n = con.execute("SELECT count(*) FROM _out").fetchall()[0][0]
         rows[table] = n
         if n:
             order = {"metrics": "entity, metric, timestamp", "logs": "timestamp", "traces": "start",
                      "events": "timestamp"}.get(table)
             order_sql = f" ORDER BY {order}" if order else ""
-            con.execute(f"COPY (SELECT * FROM _out{order_sql}) TO '{folder / (table + '.parquet')}' "
-                        "(FORMAT parquet, COMPRESSION zstd)")
+            # the relational API takes the path as an argument: a DEST holding a quote is just a path
+            con.sql(f"SELECT * FROM _out{order_sql}").write_parquet(str(folder / (table + ".parquet")),
+                                                                    compression="zstd")
     (folder / "job.yaml").write_text(yaml.safe_dump({"id": job_id, **meta}, sort_keys=False, width=110))
     return rows
 
@@ -123,4 +150,15 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> I
         from rcagent.importers.petshop import import_source
     else:
         raise BadInput(f"unknown importer '{kind}' (choose from {', '.join(IMPORTERS)})")
-    return import_source(extracted(src), Path(dest).expanduser(), progress=progress)
+    root = extracted(src)
+    dest = Path(dest).expanduser()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
+    try:
+        return import_source(root, dest, progress=progress)
+    except (duckdb.Error, KeyError, ValueError, TypeError, IndexError, json.JSONDecodeError) as exc:
+        # the archive is not laid out as this source's data is (a renamed folder, a junk file)
+        detail = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise BadInput(f"{src}: not {kind} data as expected ({type(exc).__name__}: {detail})") from None

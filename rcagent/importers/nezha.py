@@ -17,8 +17,8 @@ from pathlib import Path
 
 import duckdb
 
-from rcagent.importers import (ImportReport, find_dir, floor_minute, iso, opaque_id, write_job,
-                               write_label)
+from rcagent.importers import (ImportReport, csv_view, find_dir, floor_minute, ident, iso, opaque_id,
+                               write_job, write_label)
 
 LEVEL_RE = r"(TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL|SEVERE|CRITICAL)"
 METRIC_BASELINE_MINUTES = 10
@@ -44,19 +44,11 @@ def service_of(pod: str) -> str:
     return "-".join(parts[:-2]) if len(parts) > 2 else pod
 
 
-def _lit(path: Path | str) -> str:
-    return str(path).replace("'", "''")
-
-
 def _files(folder: Path, minutes: list[str], suffix: str) -> list[Path]:
     return [folder / f"{m}_{suffix}.csv" for m in minutes if (folder / f"{m}_{suffix}.csv").is_file()]
 
 
-def _csv_list(files: list[Path]) -> str:
-    return "[" + ", ".join(f"'{_lit(f)}'" for f in files) + "]"
-
-
-def _traces_sql(files: list[Path]) -> str:
+def _traces_sql(con, files: list[Path], view: str) -> str:
     if not files:
         return ("SELECT NULL::VARCHAR AS trace_id, NULL::VARCHAR AS span_id, NULL::VARCHAR AS parent_id, "
                 "NULL::TIMESTAMP AS start, NULL::DOUBLE AS duration_ms, NULL::VARCHAR AS service, "
@@ -68,10 +60,10 @@ def _traces_sql(files: list[Path]) -> str:
                CAST(Duration AS DOUBLE) / 1000.0 AS duration_ms,
                regexp_replace(PodName, '-[^-]+-[^-]+$', '') AS service, PodName AS entity,
                OperationName AS operation, NULL AS status
-        FROM read_csv({_csv_list(files)}, header=true, all_varchar=true, union_by_name=true)"""
+        FROM {csv_view(con, view, files)}"""
 
 
-def _logs_sql(files: list[Path]) -> str:
+def _logs_sql(con, files: list[Path], view: str) -> str:
     if not files:
         return ("SELECT NULL::TIMESTAMP AS timestamp, NULL::VARCHAR AS entity, NULL::VARCHAR AS level, "
                 "NULL::VARCHAR AS message, NULL::VARCHAR AS trace_id, NULL::VARCHAR AS node WHERE false")
@@ -80,11 +72,11 @@ def _logs_sql(files: list[Path]) -> str:
                coalesce(nullif(upper(regexp_extract(left(msg, 160), '{LEVEL_RE}', 1)), ''), 'UNKNOWN') AS level,
                msg AS message, TraceID AS trace_id, Node AS node
         FROM (SELECT *, trim(coalesce(json_extract_string(Log, '$.log'), Log)) AS msg
-              FROM read_csv({_csv_list(files)}, header=true, all_varchar=true, union_by_name=true))"""
+              FROM {csv_view(con, view, files)})"""
 
 
 def _extent(con, sql: str, col: str) -> tuple[dt.datetime, dt.datetime] | None:
-    lo, hi = con.execute(f"SELECT min({col}), max({col}) FROM ({sql})").fetchone()
+    lo, hi = con.execute(f"SELECT min({col}), max({col}) FROM ({sql})").fetchall()[0]
     return (lo, hi) if lo is not None else None
 
 
@@ -115,13 +107,13 @@ def _load_day_metrics(con, metric_dir: Path) -> None:
         con.execute(f"""
             CREATE OR REPLACE TEMP TABLE wide AS
             SELECT * REPLACE (CAST(strptime(left("Time", 19), '%Y-%m-%d %H:%M:%S') AS TIMESTAMP) AS "Time")
-            FROM read_csv({_csv_list(files)}, header=true, union_by_name=true, all_varchar=true)""")
+            FROM {csv_view(con, "metric_files", files)}""")
         columns = [r[0] for r in con.execute("DESCRIBE wide").fetchall()
                    if r[0] not in ("Time", "TimeStamp", "PodName", "ServiceName")]
         con.execute(f"""
             INSERT INTO day_metrics
             SELECT "Time", {pod_expr}, metric, TRY_CAST(value AS DOUBLE)
-            FROM (UNPIVOT wide ON {", ".join(f'"{c}"' for c in columns)} INTO NAME metric VALUE value)
+            FROM (UNPIVOT wide ON {", ".join(ident(c) for c in columns)} INTO NAME metric VALUE value)
             WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
 
 
@@ -144,19 +136,19 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
     dep_edges: list[tuple[str, str]] = []
     dep = metric_dir / "dependency.csv"
     if dep.is_file():
-        dep_edges = con.execute(f"SELECT DISTINCT Source, Target FROM read_csv('{_lit(dep)}', header=true, "
-                                "all_varchar=true) WHERE Source IS NOT NULL AND Target IS NOT NULL").fetchall()
+        dep_edges = con.execute(f"SELECT DISTINCT Source, Target FROM {csv_view(con, 'dependency', [dep])} "
+                                "WHERE Source IS NOT NULL AND Target IS NOT NULL").fetchall()
 
     # Fault-free phase: traces and logs from construct_data; its period is a baseline for every table.
     free_dir = nezha / "construct_data" / day
-    free_traces = _traces_sql(sorted((free_dir / "trace").glob("*_trace.csv")))
-    free_logs = _logs_sql(sorted((free_dir / "log").glob("*_log.csv")))
+    free_traces = _traces_sql(con, sorted((free_dir / "trace").glob("*_trace.csv")), "free_trace_files")
+    free_logs = _logs_sql(con, sorted((free_dir / "log").glob("*_log.csv")), "free_log_files")
     spans = [e for e in (_extent(con, free_traces, "start"), _extent(con, free_logs, "timestamp")) if e]
     free_period = None
     if spans:
         lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
         free_period = (floor_minute(lo), floor_minute(hi) + dt.timedelta(minutes=1))
-    day_start = con.execute("SELECT min(timestamp) FROM day_metrics").fetchone()[0]
+    day_start = con.execute("SELECT min(timestamp) FROM day_metrics").fetchall()[0][0]
 
     prev_end = None
     for i, case in enumerate(cases):
@@ -165,8 +157,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         svc = service_of(pod)
         minute = inject.strftime("%H_%M")
         minutes = [(floor_minute(inject) + dt.timedelta(minutes=k)).strftime("%H_%M") for k in range(3)]
-        trace_sql = _traces_sql(_files(day_dir / "trace", minutes, "trace"))
-        log_sql = _logs_sql(_files(day_dir / "log", minutes, "log"))
+        trace_sql = _traces_sql(con, _files(day_dir / "trace", minutes, "trace"), "case_trace_files")
+        log_sql = _logs_sql(con, _files(day_dir / "log", minutes, "log"), "case_log_files")
         # The minute files run from about a minute before the injection to two minutes after it.
         start = floor_minute(inject) - dt.timedelta(minutes=1)
         end = floor_minute(inject) + dt.timedelta(minutes=3)
@@ -195,7 +187,7 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
                                     for b in baseline]
         cond = " OR ".join(f"(timestamp >= TIMESTAMP '{a}' AND timestamp < TIMESTAMP '{b}')" for a, b in periods)
         # Pod -> node, as the logs show it; node-level metrics then belong to the node entity.
-        has_logs = con.execute("SELECT count(*) FROM l").fetchone()[0] > 0
+        has_logs = con.execute("SELECT count(*) FROM l").fetchall()[0][0] > 0
         node_of = dict(con.execute("SELECT entity, any_value(node) FROM l WHERE node IS NOT NULL GROUP BY entity")
                        .fetchall()) if has_logs else {}
         con.execute("CREATE OR REPLACE TEMP TABLE node_map AS SELECT * FROM (VALUES ('', '')) v(pod, node) WHERE false")
@@ -216,7 +208,7 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         entities.append(("entry", "entry", None, None))
         calls = set(con.execute("""
             SELECT DISTINCT p.service, c.service FROM t c JOIN t p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
-            WHERE p.service <> c.service""").fetchall()) if con.execute("SELECT count(*) FROM t").fetchone()[0] else set()
+            WHERE p.service <> c.service""").fetchall()) if con.execute("SELECT count(*) FROM t").fetchall()[0][0] else set()
         services = {service_of(p) for p in pods}
         calls |= {(a, b) for a, b in dep_edges if a in services and b in services}
         relations = [(a, b, "calls") for a, b in sorted(calls)]

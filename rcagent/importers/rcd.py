@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from rcagent.importers import ImportReport, find_dir, iso, opaque_id, write_job, write_label
+from rcagent.importers import ImportReport, csv_view, find_dir, ident, iso, opaque_id, write_job, write_label
 
 METRICS = ("cpu", "mem", "lod", "lat_50", "lat_90", "lat_99")
 REFERENCE = {
@@ -52,15 +52,15 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
             f = case / f"{part}.csv"
             if not f.is_file():
                 continue
-            con.execute(f"CREATE OR REPLACE TEMP TABLE w_{part} AS SELECT * FROM read_csv('{f}', header=true, all_varchar=true)")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE w_{part} AS SELECT * FROM {csv_view(con, 'case_file', [f])}")
             cols = [r[0] for r in con.execute(f"DESCRIBE w_{part}").fetchall() if r[0] != "time"]
             con.execute(f"""
                 CREATE OR REPLACE TEMP TABLE m_{part} AS
                 SELECT make_timestamp(CAST(CAST("time" AS DOUBLE) * 1e6 AS BIGINT)) AS timestamp,
                        col, TRY_CAST(value AS DOUBLE) AS value
-                FROM (UNPIVOT w_{part} ON {", ".join(f'"{c}"' for c in cols)} INTO NAME col VALUE value)
+                FROM (UNPIVOT w_{part} ON {", ".join(ident(c) for c in cols)} INTO NAME col VALUE value)
                 WHERE TRY_CAST(value AS DOUBLE) IS NOT NULL AND NOT isnan(TRY_CAST(value AS DOUBLE))""")
-            lo, hi = con.execute(f"SELECT min(timestamp), max(timestamp) FROM m_{part}").fetchone()
+            lo, hi = con.execute(f"SELECT min(timestamp), max(timestamp) FROM m_{part}").fetchall()[0]
             periods[part] = (lo, hi + dt.timedelta(seconds=1))
         mapping = [(c, *_split(c)) for (c,) in con.execute(
             "SELECT DISTINCT col FROM m_anomalous UNION SELECT DISTINCT col FROM m_normal").fetchall() if _split(c)]
