@@ -19,6 +19,7 @@ from rcagent import prompts
 from rcagent.experts import ExpertContext
 from rcagent.job import Job
 from rcagent.tools import Param, register
+from rcagent.validate import unsurrogate
 
 MAX_FILES = 4
 MAX_BYTES = 200_000
@@ -140,11 +141,11 @@ def code_expert(job: Job, target: str, ctx: ExpertContext) -> str:
         inside, outside = mentioned(text, files, rel)
         external.update(outside)
         prompt = prompts.render("code_expert", alert=job.alert, target=target, file=rel, start=start, end=end,
-                                code=text, candidates=", ".join(inside) or "(none)")
+                                code=prompts.data(text), candidates=", ".join(inside) or "(none)")
         answer = ctx.ask([{"role": "user", "content": prompt}], schema(inside), 400)
         try:
-            data = json.loads(repair_json(answer))
-        except (ValueError, TypeError):
+            data = unsurrogate(json.loads(repair_json(answer)))
+        except (ValueError, TypeError, RecursionError):
             data = {}
         data = data if isinstance(data, dict) else {}
         notes.append(f"{rel} lines {start}-{end}: {str(data.get('summary') or '(no summary)').strip()[:400]}")

@@ -19,7 +19,8 @@ from rcagent.experts import ExpertContext
 from rcagent.experts.logcluster import Cluster, clean, cluster_logs, render_clusters
 from rcagent.job import Job
 from rcagent.tools import entity_param, has_rows, register
-from rcagent.tools.common import sql_list
+from rcagent.tools.common import one_of
+from rcagent.validate import unsurrogate
 
 CHUNK_BUDGET = 2400       # characters of clusters shown to the expert
 MATCH = 90                # rapidfuzz score an evidence line needs against a real line
@@ -86,8 +87,8 @@ def number_lines(chunks: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def real_lines(job: Job, entity: str) -> list[str]:
     members = job.members(job.entities[entity])
-    rows = job.query(f"""SELECT DISTINCT message FROM logs WHERE entity IN {sql_list(members)}
-                         AND ({job.in_window()} OR {job.in_baseline('logs')}) LIMIT 50000""")
+    rows = job.query(f"""SELECT DISTINCT message FROM logs WHERE {one_of('entity', 'members')}
+                         AND ({job.in_window()} OR {job.in_baseline('logs')}) LIMIT 50000""", {"members": members})
     return [line for (m,) in rows if (line := clean(m))]
 
 
@@ -125,16 +126,16 @@ def log_expert(job: Job, entity: str, ctx: ExpertContext) -> str:
         return f"Log expert on {entity}: no log lines of it in the window or the baseline."
     chunks, ids = number_lines(choose_chunks(clusters, job.alert))
     messages = [{"role": "user", "content": prompts.render("log_expert_think", alert=job.alert, entity=entity,
-                                                           chunks="\n\n".join(chunks))}]
+                                                           chunks=prompts.data("\n\n".join(chunks)))}]
     thought = ctx.ask(messages, None, THINK_TOKENS)
     if not degenerate(thought):    # a looping "thought" would only mislead the extraction
         messages += [{"role": "assistant", "content": thought}]
     messages += [{"role": "user", "content": prompts.render("log_expert_answer")}]
     answer = ctx.ask(messages, answer_schema(list(ids)), ANSWER_TOKENS)
     try:
-        data = json.loads(repair_json(answer))
+        data = unsurrogate(json.loads(repair_json(answer)))
         findings = data.get("findings") if isinstance(data, dict) else []
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         findings = []
     for f in findings or []:       # a cited id stands for its line; anything else is checked as written
         if isinstance(f, dict) and isinstance(f.get("evidence"), list):

@@ -108,9 +108,12 @@ def merge_with_model(ctl: "Controller", pool: list[Diagnosis], top: str) -> dict
     import json_repair
 
     listed = "\n".join(f"{i + 1}. Root cause: {d.root_cause}\n   Solution: {d.solution}" for i, d in enumerate(pool))
-    messages = [{"role": "user", "content": prompts.render("aggregate", candidates=listed, top=top)}]
-    answer = json_repair.loads(ctl.query(messages, MERGE_SCHEMA if ctl.settings.constrain else None,
-                                         MERGE_TOKENS).text)
+    messages = [{"role": "user", "content": prompts.render("aggregate", candidates=prompts.data(listed), top=top)}]
+    try:
+        answer = json_repair.loads(ctl.query(messages, MERGE_SCHEMA if ctl.settings.constrain else None,
+                                             MERGE_TOKENS).text)
+    except (ValueError, RecursionError):
+        return None
     names = set(ctl.job.entities)
     if not isinstance(answer, dict) or not all(explain.is_sentence(str(answer.get(k) or ""), names)
                                                for k in ("root_cause", "solution")):

@@ -20,12 +20,13 @@ from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError, UnknownEntity
 from rcagent.fusion import fuse
 from rcagent.job import Job
-from rcagent.serving import Backend, Completion, cached_complete
+from rcagent.serving import Backend, Completion, cached_complete, neutral_messages
 from rcagent.stabilizers.handlers import HANDLERS, limits
 from rcagent.stabilizers.jsonregen import JsonRegen, strict
 from rcagent.store import Store
 from rcagent.tools import Tool, load_builtin_tools, run_tool, tool_docs
 from rcagent.tools.overview import ranking
+from rcagent.validate import clean_answer
 
 ECHO_MAX = 300
 REGEN_ANSWER_MAX = 600    # how much of a bad answer the YAML restatement prompt quotes
@@ -95,9 +96,10 @@ class Controller:
                                                                 "experts": s.experts})
         self.messages = [
             {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
-                                                         tool_docs=tool_docs(self.tools))},
+                                                         tool_docs=prompts.ours(tool_docs(self.tools)))},
             {"role": "user", "content": prompts.render("task", job_id=self.job.id, alert=self.job.alert,
-                                                       summary=self.job.summary(), overview=self.primer())},
+                                                       summary=prompts.data(self.job.summary()),
+                                                       overview=prompts.data(self.primer()))},
         ]
         try:
             while True:
@@ -171,7 +173,8 @@ class Controller:
         self.messages += [
             {"role": "assistant", "content": json.dumps(action.to_dict())},
             {"role": "user", "content": prompts.render("observation", step=self.step,
-                                                       max_steps=self.settings.max_steps, observation=head)},
+                                                       max_steps=self.settings.max_steps,
+                                                       observation=prompts.data(head))},
         ]
         self.save_step(action, record, rounds, observation=head, snapshot=key)
         self.emit(action, completion)
@@ -219,8 +222,10 @@ class Controller:
     def sample(self, messages: list[dict], schema: dict | None, n: int) -> list[Completion]:
         """n completions at the sampling temperature, never cached; the backend reuses the prompt's prefix."""
         s = self.settings
-        out = self.backend.complete(messages, schema=schema, n=n, temperature=s.sample_temperature,
-                                    max_tokens=s.max_tokens)
+        out = self.backend.complete(neutral_messages(messages), schema=schema, n=n,
+                                    temperature=s.sample_temperature, max_tokens=s.max_tokens)
+        for c in out:
+            c.text = clean_answer(c.text)
         self.llm_calls += len(out)
         self.prompt_tokens += sum(c.prompt_tokens for c in out)
         self.completion_tokens += sum(c.completion_tokens for c in out)
@@ -237,6 +242,12 @@ class Controller:
                             f"{', '.join(list(self.tools) + ['read_snapshot', 'finalize'])}.")
         tool = self.tools[action.name]
         args = self._args(action, tuple(p.name for p in tool.params))
+        for p in tool.params:
+            if p.name in args and p.type == "string" and not isinstance(args[p.name], str):
+                raise ToolError(f"{tool.name}: {p.name} must be a string, e.g. "
+                                f"{self.entities[0] if p.entity and self.entities else 'cpu'}.")
+            if p.name in args and p.choices and args[p.name] not in p.choices:
+                raise ToolError(f"{tool.name}: {p.name} is one of {', '.join(p.choices)}.")
         missing = [p.name for p in tool.params if p.required and not args.get(p.name)]
         if missing:
             raise ToolError(f"{tool.name} needs {', '.join(missing)}: {tool.signature()}.")
@@ -258,7 +269,9 @@ class Controller:
         return {k: v for k, v in action.arguments.items() if v not in (None, "")}
 
     def read_snapshot(self, key: str, page: int | str | None = None) -> str:
-        key = str(key).strip()
+        if not isinstance(key, str) or isinstance(page, (bool, list, dict)):
+            raise ToolError("read_snapshot takes key, a snapshot key such as S1 (and page, a number).")
+        key = key.strip()
         text = self.store.snapshot(self.run_id, key)
         if text is None:
             raise ToolError(f"no snapshot '{key}'; keys of this run: {', '.join(self.page_counts) or 'none yet'}.")
@@ -302,6 +315,8 @@ class Controller:
         names = args.get("root_causes") or []
         if isinstance(names, str):
             names = [names]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ToolError("finalize: root_causes is a list of entity names from the inventory, best first.")
         ranked, unknown = [], []
         for name in names:
             try:

@@ -10,6 +10,7 @@ from json_repair import repair_json
 
 from rcagent import prompts
 from rcagent.errors import BackendError
+from rcagent.validate import unsurrogate
 
 SCHEMA = {
     "type": "object",
@@ -24,8 +25,8 @@ SCHEMA = {
 def parse_grade(text: str) -> dict | None:
     """{'correctness', 'helpfulness', 'reason'} from the judge's answer, or None if it gave no usable grade."""
     try:
-        data = json.loads(repair_json(text))
-    except (ValueError, TypeError):
+        data = unsurrogate(json.loads(repair_json(text)))
+    except (ValueError, TypeError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

@@ -9,6 +9,23 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from rcagent.errors import BadInput
+from rcagent.validate import clean_answer
+
+
+# llama.cpp's OpenMP threads busy-wait by default; on a loaded 2-core machine that halves its speed
+# (docs/benchmarks.md). Passive waiting is set for the in-process model and the servers rcagent starts,
+# unless the user chose a policy. It must be in the environment before llama.cpp's library loads.
+OMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def llama_environment(env: dict | None = None) -> dict:
+    """`env` (default: this process's environment) with the OpenMP defaults added where not set."""
+    import os
+
+    env = os.environ if env is None else env
+    for key, value in OMP_DEFAULTS.items():
+        env.setdefault(key, value)
+    return env
 
 
 @dataclass
@@ -30,17 +47,27 @@ class Backend(Protocol):
         ...
 
 
+def neutral_messages(messages: list[dict]) -> list[dict]:
+    """The messages with chat-template tokens and control characters in their text broken up
+    (prompts.neutral): a hostile name or log line cannot open a new turn in the model's template."""
+    from rcagent.prompts import neutral
+
+    return [{**m, "content": neutral(m["content"])} for m in messages]
+
+
 def cached_complete(backend: Backend, store, settings, messages: list[dict], schema: dict | None,
                     max_tokens: int | None = None) -> Completion:
     """One completion at the settings' temperature; a greedy call is replayed from the store's cache when
     the identical request was made before (so a run replays), and cached when it was not."""
     max_tokens = max_tokens or settings.max_tokens
+    messages = neutral_messages(messages)
     request = {"backend": backend.name, "model": backend.model, "messages": messages, "schema": schema,
                "temperature": settings.temperature, "max_tokens": max_tokens, "seed": settings.seed}
     cached = store.cached(request) if settings.temperature == 0 and settings.cache else None
     if cached:
         return Completion(**{**cached[0], "cached": True})
     c = backend.complete(messages, schema=schema, n=1, temperature=settings.temperature, max_tokens=max_tokens)[0]
+    c.text = clean_answer(c.text)   # bounded, no lone surrogates: safe to parse and to store
     store.cache(request, [{"text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                            "latency_ms": c.latency_ms}])
     return c

@@ -39,13 +39,18 @@ class ScriptedBackend:
 @register_backend("scripted")
 def _factory(settings, responses=None, **_):
     if responses is None and settings.script:
+        from rcagent.validate import read_text
+
+        text = read_text(Path(settings.script).expanduser(), "script", max_bytes=64_000_000)
         try:
-            responses = json.loads(Path(settings.script).expanduser().read_text())
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"{settings.script}: cannot read the scripted responses ({exc})") from None
-        if not isinstance(responses, list):
-            raise BadInput(f"{settings.script}: expected a JSON list of responses")
-        responses = [r if isinstance(r, str) else json.dumps(r) for r in responses]
+            responses = json.loads(text)
+            if not isinstance(responses, list):
+                raise BadInput(f"{settings.script}: expected a JSON list of responses")
+            responses = [r if isinstance(r, str) else json.dumps(r) for r in responses]
+        except ValueError as exc:
+            raise BadInput(f"{settings.script}: not a JSON list of responses ({exc})") from None
+        except RecursionError:
+            raise BadInput(f"{settings.script}: nested too deeply to be a list of responses") from None
     return ScriptedBackend(responses)
 
 

@@ -20,6 +20,7 @@ from rcagent.errors import FormatError, TimeLimit
 from rcagent.serving import cached_complete
 from rcagent.spans.tools import span_logs, span_metrics
 from rcagent.stabilizers.jsonregen import repaired
+from rcagent.validate import unsurrogate
 
 MAX_PROMPT_CHARS = 4000     # per agent call: the span's data and its children's conclusions, never more
 CHILD_CHARS = 220           # one child's conclusion as its parent sees it
@@ -77,11 +78,12 @@ class SpanAgents:
             self.max_prompt_chars = max(self.max_prompt_chars, len(prompt))
         try:
             data = json.loads(c.text, strict=False)
-        except ValueError:
+        except (ValueError, RecursionError):
             try:
                 data = repaired(c.text)
             except FormatError:
                 data = None
+        data = unsurrogate(data)
         if not isinstance(data, dict) or not all(k in data for k in schema["required"]):
             with self.lock:
                 self.unparsed += 1
@@ -96,7 +98,8 @@ class SpanAgents:
         logs = span_logs(self.job, span, self.trace_id, self.settings.span_delta_s, self.settings.span_obs_chars)
         prompt = prompts.render("span_self", label=self.labels[span.span_id], service=span.service,
                                 entity=span.entity, duration=f"{span.duration_ms:.0f} ms",
-                                usual=f"{self.usual_ms:.0f} ms", metrics=metrics, logs=logs)
+                                usual=f"{self.usual_ms:.0f} ms", metrics=prompts.data(metrics),
+                                logs=prompts.data(logs))
         answer = self.ask(prompt, SELF_SCHEMA)
         tool_abnormal = not metrics.startswith("no ") or not logs.startswith("no ")
         state = {"span_id": span.span_id, "label": self.labels[span.span_id], "service": span.service,
@@ -122,7 +125,8 @@ class SpanAgents:
             listed = "\n".join(_child_line(c) for c in children)
             prompt = prompts.render("span_consolidate", label=state["label"], service=span.service,
                                     abnormal=str(state["abnormal"]).lower(), symptoms=state["key_symptoms"],
-                                    hypothesis=state["hypothesis"], children=listed, choices=", ".join(choices[:-2]))
+                                    hypothesis=state["hypothesis"], children=prompts.data(listed),
+                                    choices=", ".join(choices[:-2]))
             answer = self.ask(prompt, consolidate_schema(choices))
             choice = str(answer["root_cause"]) if answer and answer["root_cause"] in choices else None
             if choice is None:              # no usable answer: the most confident abnormal report wins

@@ -76,7 +76,7 @@ def synthesize(agents: SpanAgents, g, path: list[str]) -> tuple[list[str], str]:
     path_text = " -> ".join(f"{g.nodes[n]['label']} {g.nodes[n]['service']}" for n in path)
     prompt = prompts.render("span_synth", root_choice=root["root_cause"], root_reason=root["reason"][:200],
                             root_confidence=root["confidence"] if root["confidence"] is not None else "n/a",
-                            path=path_text, graph=listing[:2400], choices=", ".join(choices)[:600])
+                            path=path_text, graph=prompts.data(listing[:2400]), choices=", ".join(choices)[:600])
     schema = {"type": "object", "properties": {
         "root_causes": {"type": "array", "items": {"enum": choices}, "minItems": 1, "maxItems": 3},
         "reason": TEXT}, "required": ["root_causes", "reason"]}

@@ -76,12 +76,19 @@ def unknown_tool(action: "Action", agent: "Controller") -> None:
 
 def bad_arguments(action: "Action", agent: "Controller") -> None:
     if action.name == "finalize":
-        if not action.arguments.get("root_causes"):
+        names = action.arguments.get("root_causes")
+        if not names:
             raise Handled("bad_arguments", "finalize needs root_causes.",
                           f"give {', '.join(FINALIZE_ARGS)}; root_causes lists inventory entities, best first.")
+        if not isinstance(names, str) and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise Handled("bad_arguments", "finalize: root_causes must be a list of entity names.",
+                          "give root_causes as a list of names from the inventory, best first.")
         return
     if action.name == "read_snapshot":
         keys = list(agent.page_counts)
+        if not isinstance(action.arguments.get("key"), str):
+            raise Handled("bad_arguments", "read_snapshot: key must be a snapshot key such as S1.",
+                          f"read one of: {', '.join(keys) or 'none yet'}.")
         key = str(action.arguments.get("key") or "").strip()
         if key not in keys:
             raise Handled("bad_arguments", f"no snapshot '{key}' in this run.",
@@ -91,6 +98,13 @@ def bad_arguments(action: "Action", agent: "Controller") -> None:
     allowed = [p.name for p in tool.params]
     extra = [k for k in action.arguments if k not in allowed]
     missing = [p.name for p in tool.params if p.required and action.arguments.get(p.name) in (None, "")]
+    wrong = [p.name for p in tool.params if action.arguments.get(p.name) not in (None, "") and (
+             (p.type == "string" and not isinstance(action.arguments.get(p.name), str))
+             or (p.choices and action.arguments.get(p.name) not in p.choices))]
+    if wrong and not extra and not missing:
+        choices = "; ".join(f"{p.name} is one of {', '.join(p.choices)}" for p in tool.params if p.choices)
+        raise Handled("bad_arguments", f"{tool.name}: bad value for {', '.join(wrong)}.",
+                      f"call it as {tool.signature()} with names from the inventory{'; ' + choices if choices else ''}.")
     if extra or missing:
         what = (f"unknown argument(s) {', '.join(extra)}" if extra else "") + \
                ("; " if extra and missing else "") + (f"missing {', '.join(missing)}" if missing else "")

@@ -20,6 +20,7 @@ from json_repair import repair_json
 
 from rcagent.actions import Action
 from rcagent.errors import FormatError
+from rcagent.validate import MAX_DEPTH, NoAliasLoader, clean_answer, depth, unsurrogate
 
 # The shape every round must reach: a thought, an action name, an arguments object.
 SHAPE = {
@@ -42,6 +43,8 @@ def shape(data, aliases: bool = True) -> dict:
         data = next((d for d in data if isinstance(d, dict)), None)
     if not isinstance(data, dict):
         raise FormatError("your answer must be one JSON object with thought, action and arguments.")
+    if depth(data) > MAX_DEPTH:
+        raise FormatError("your answer nests too deeply: arguments are flat values or lists of strings.")
     data = normalize(data) if aliases else {**data, "thought": str(data.get("thought") or "")}
     try:
         jsonschema.validate(data, SHAPE)
@@ -68,16 +71,20 @@ def normalize(data: dict) -> dict:
 
 def to_action(data: dict) -> Action:
     # a JSON round trip turns what YAML may produce (dates, sets of keys) into plain JSON values
-    arguments = json.loads(json.dumps(data["arguments"], default=str))
-    return Action(str(data.get("thought") or ""), str(data["action"]).strip(), arguments)
+    arguments = unsurrogate(json.loads(json.dumps(data["arguments"], default=str)))
+    return Action(unsurrogate(str(data.get("thought") or "")), unsurrogate(str(data["action"]).strip()), arguments)
 
 
 def strict(text: str) -> tuple[Action, list[dict]]:
     """Round 1 only: exactly one JSON object (raw newlines inside strings are accepted)."""
+    text = clean_answer(text)
     try:
         data = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         error = f"your answer is not valid JSON ({exc.msg} at character {exc.pos})."
+        raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
+    except RecursionError:
+        error = "your answer nests too deeply to be an action."
         raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
     try:
         action = to_action(shape(data, aliases=False))
@@ -131,8 +138,11 @@ class JsonRegen:
 
 def repaired(text: str):
     """json-repair on the cleaned text; output that already is YAML-ish (key: value lines) is read as YAML."""
-    cleaned = clean(text)
-    data = repair_json(cleaned, return_objects=True) if cleaned else ""
+    cleaned = clean(clean_answer(text))
+    try:
+        data = repair_json(cleaned, return_objects=True) if cleaned else ""
+    except RecursionError:
+        raise FormatError("your answer nests too deeply to be an action.") from None
     if not isinstance(data, (dict, list)) or not data:
         try:
             data = read_yaml(text)
@@ -142,8 +152,10 @@ def repaired(text: str):
 
 
 def read_yaml(answer: str):
-    body = FENCE.sub("", CONTROL.sub("", answer.translate(TYPOGRAPHIC))).strip()
+    body = FENCE.sub("", CONTROL.sub("", clean_answer(answer).translate(TYPOGRAPHIC))).strip()
     try:
-        return yaml.safe_load(body)
+        return yaml.load(body, Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
     except yaml.YAMLError as exc:
-        raise FormatError(f"the YAML restatement does not parse ({str(exc).splitlines()[0]}).") from None
+        raise FormatError(f"the YAML restatement does not parse ({(str(exc).strip() or 'error').splitlines()[0]}).") from None
+    except RecursionError:
+        raise FormatError("the YAML restatement nests too deeply.") from None
