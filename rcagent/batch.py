@@ -9,6 +9,7 @@ per worker.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -38,18 +39,71 @@ class Outcome:
     line: dict
 
 
-def read_results(path: Path) -> list[dict]:
-    """The result lines of a JSONL file; a line that does not parse (a crash mid-write) is skipped."""
+def read_results(path: Path, strict: bool = False) -> list[dict]:
+    """The result lines of a JSONL file; a line that does not parse (a crash mid-write) is skipped. With
+    `strict` (eval), a line that parses but has wrong types is a BadInput naming the file and the line."""
+    from rcagent.validate import ResultLine, check
+
     rows = []
     if path.is_file():
-        for raw in path.read_text().splitlines():
+        try:
+            text = path.read_text(encoding="utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from None
+        for number, raw in enumerate(text.splitlines(), 1):
             try:
                 row = json.loads(raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
-            if isinstance(row, dict) and row.get("job"):
-                rows.append(row)
+            if not isinstance(row, dict) or not row.get("job"):
+                continue
+            if strict:
+                row = check(ResultLine, row, f"{path}: line {number}").model_dump(exclude_none=True)
+            rows.append(row)
     return rows
+
+
+def job_ids(jobs: list[Path]) -> dict[Path, str]:
+    """Each job folder's id (from its job.yaml, validated); two folders with one id are refused, since the
+    results and the labels are keyed by it."""
+    from rcagent.job import read_meta
+
+    ids: dict[Path, str] = {}
+    seen: dict[str, Path] = {}
+    for job in jobs:
+        job_id = read_meta(job).id
+        if job_id in seen:
+            raise BadInput(f"{job} and {seen[job_id]} both have the job id {job_id!r}: results could not be told apart")
+        seen[job_id] = job
+        ids[job] = job_id
+    return ids
+
+
+class exclusive:
+    """Hold an exclusive lock on `<out>.lock` while a batch writes `out`: a second batch on the same file
+    is refused instead of running every job twice. The lock goes with the process (flock)."""
+
+    def __init__(self, out: Path):
+        self.path = out.with_name(out.name + ".lock")
+        self.handle = None
+
+    def __enter__(self) -> "exclusive":
+        try:
+            self.handle = self.path.open("a")
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            raise BadInput(f"another batch is writing {self.path.with_suffix('')} (it holds {self.path}); "
+                           "wait for it to finish or choose another --out") from None
+        except OSError as exc:
+            raise BadInput(f"{self.path}: cannot lock the results file ({exc.strerror or exc})") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle:
+            self.handle.close()
 
 
 def prepare_output(path: Path, resume: bool) -> set[str]:
@@ -69,7 +123,7 @@ def prepare_output(path: Path, resume: bool) -> set[str]:
 class Batch:
     def __init__(self, jobs: list[Path], out: Path, method: str, settings: Settings, concurrency: int = 1,
                  timeout: float | None = None, seed: int = 0, on_done: Callable[[Outcome], None] | None = None,
-                 backend=None):
+                 backend=None, ids: dict[Path, str] | None = None):
         if method not in methods():
             raise BadInput(f"unknown method '{method}' (choose from {', '.join(methods())})")
         self.jobs, self.out, self.method, self.settings = jobs, out, method, settings
@@ -78,6 +132,7 @@ class Batch:
         self.lock = threading.Lock()
         self.cancel = threading.Event()
         self.backend = backend           # one backend for every worker (an HTTP client, or a test's)
+        self.ids = ids or {}             # job folder -> job id (what a failed job's line is keyed by)
         self.local = threading.local()   # per worker: its own backend (local llama.cpp) and store connection
 
     def run(self) -> list[Outcome]:
@@ -86,21 +141,39 @@ class Batch:
             from rcagent.store import Store
 
             Store(self.settings.store_path())   # create and migrate the store once, before the workers
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = [pool.submit(self.one, job) for job in self.jobs]
-            try:
-                for future in as_completed(futures):
-                    outcome = future.result()
-                    outcomes.append(outcome)
-                    self.on_done(outcome)
-            except KeyboardInterrupt:
-                # jobs not started are dropped; runs in flight stop at their next step (not written, so
-                # --resume runs them again)
-                self.cancel.set()
-                for f in futures:
-                    f.cancel()
-                raise
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        futures = [pool.submit(self.one, job) for job in self.jobs]
+        try:
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                self.on_done(outcome)
+        except KeyboardInterrupt:
+            # Jobs not started are dropped; runs in flight stop at their next step. No line is written
+            # after this (the write lock is kept), so the file holds complete lines and --resume runs the
+            # rest; this process's runs still running are marked interrupted now, since the caller may
+            # exit without waiting for a model call in flight.
+            self.cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.lock.acquire()
+            self.mark_interrupted()
+            raise
+        pool.shutdown(wait=True)
         return outcomes
+
+    def mark_interrupted(self) -> None:
+        if self.method not in AGENT_METHODS:
+            return
+        from rcagent.store import Store
+
+        try:
+            store = Store(self.settings.store_path())
+            with store.write_lock:
+                for row in store.db["runs"].rows_where("status = 'running' AND pid = ?", [os.getpid()],
+                                                       select="id"):
+                    store.end_run(row["id"], "interrupted")
+        except Exception:  # noqa: BLE001 - stopping must not fail; the next writer marks them anyway
+            pass
 
     def one(self, job_dir: Path) -> Outcome:
         from rcagent.job import Job
@@ -116,10 +189,10 @@ class Batch:
             line, error = diagnosis.to_dict(), None
         except TimeLimit as exc:
             status, error = "timeout", str(exc)
-            line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
+            line = Diagnosis(job=self.ids.get(job_dir, job_dir.name), run_id="", note=error, mode=self.method).to_dict()
         except Exception as exc:  # noqa: BLE001 - one failing job must not end a batch of hundreds
             status, error = "error", f"{type(exc).__name__}: {exc}"
-            line = Diagnosis(job=job_dir.name, run_id="", note=error, mode=self.method).to_dict()
+            line = Diagnosis(job=self.ids.get(job_dir, job_dir.name), run_id="", note=error, mode=self.method).to_dict()
         finally:
             if job is not None:
                 job.con.close()      # hundreds of jobs: do not wait for the garbage collector

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -61,6 +62,20 @@ def run_options(fn):
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def writable_file(path: str, option: str) -> Path:
+    """An output file given on the command line, checked before the work: its folder exists and can be
+    written, and it is not a folder (an error after an hour of work would lose the result)."""
+    file = Path(path).expanduser()
+    folder = file.parent
+    if not folder.is_dir():
+        raise BadInput(f"{option} {path}: the folder {folder} does not exist")
+    if file.is_dir():
+        raise BadInput(f"{option} {path}: is a folder")
+    if not os.access(folder, os.W_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        raise BadInput(f"{option} {path}: not writable")
+    return file
 
 
 def model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts=None, **more):
@@ -128,11 +143,13 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
 
     settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
                               mode=mode, samples=samples, aggregate=aggregate)
+    out_file = writable_file(out, "--out") if out else None
     job = Job.load(job_dir)
     db = Store(settings.store_path())
+    llm = make_backend(settings)       # before any output: a bad script or server URL is one line
+    stop_on_sigterm()
     click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
                err=True)
-    llm = make_backend(settings)
 
     def progress(ev):
         if quiet:
@@ -154,8 +171,8 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
         which = f"run {controller.run_id}" if controller and controller.run_id else "the run"
         click.echo(f"\ninterrupted: {which} is kept in the store, marked interrupted", err=True)
         sys.exit(130)
-    if out:
-        Path(out).write_text(json.dumps(diagnosis.to_dict(), indent=2))
+    if out_file:   # the diagnosis is saved before anything else can fail
+        out_file.write_text(json.dumps(diagnosis.to_dict(), indent=2))
     click.echo(render(diagnosis, fmt))
 
 
@@ -170,10 +187,10 @@ def show(run_id, store, snapshots, key, fmt):
     from rcagent.report import render_steps
     from rcagent.store import Store
 
-    db = Store(load_settings(None, store=store).store_path())
+    db = Store(load_settings(None, store=store).store_path(), create=False)
     run = db.run(run_id)
     if run is None:
-        raise BadInput(f"no run '{run_id}' in {db.db.conn.execute('PRAGMA database_list').fetchone()[2]}")
+        raise BadInput(f"no run {run_id!r} in {db.path} (or the prefix names more than one; see rcagent runs)")
     if key:
         text = db.snapshot(run["id"], key)
         if text is None:
@@ -194,13 +211,13 @@ def show(run_id, store, snapshots, key, fmt):
 
 @cli.command()
 @click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
-@click.option("--limit", default=20, show_default=True, help="How many runs.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1), help="How many runs.")
 @output_format
 def runs(store, limit, fmt):
     """List recent runs in the store."""
     from rcagent.store import Store
 
-    db = Store(load_settings(None, store=store).store_path())
+    db = Store(load_settings(None, store=store).store_path(), create=False)
     rows = db.runs(limit)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, default=str))
@@ -277,27 +294,36 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
           base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
-    from rcagent.batch import AGENT_METHODS, Batch, prepare_output
-    from rcagent.progress import BatchProgress
+    from rcagent.batch import exclusive, job_ids
     from rcagent.stability import find_jobs, job_system, sample
 
     folder = Path(jobs_dir).expanduser()
     if not folder.is_dir():
         raise BadInput(f"--jobs {jobs_dir}: not a folder")
+    # everything is checked before the first job runs: the settings, every job.yaml, the output file
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
+                              mode=mode, samples=samples, aggregate=aggregate)
     jobs = find_jobs(folder)
+    ids = job_ids(jobs)
     if sample_n:
         jobs = sample(jobs, sample_n, seed)
     if system:
         jobs = [j for j in jobs if job_system(j) == system]
         if not jobs:
             raise BadInput(f"--system {system}: no job of that system in {jobs_dir}")
-    out_path = Path(out).expanduser()
-    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
-                              mode=mode, samples=samples, aggregate=aggregate)
+    out_path = writable_file(out, "--out")
     if method == "react" and settings.mode == "span":
         method = "span"
+    with exclusive(out_path):     # a second batch on this file is refused while this one runs
+        _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet)
+
+
+def _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet):
+    from rcagent.batch import AGENT_METHODS, Batch, prepare_output
+    from rcagent.progress import BatchProgress
+
     done = prepare_output(out_path, resume)
-    todo = [j for j in jobs if j.name not in done]
+    todo = [j for j in jobs if ids[j] not in done]
     who = f"{settings.backend}/{settings.model}" if method in AGENT_METHODS else method
     click.echo(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {out_path}, {len(todo)} to run with {who}"
                f" ({concurrency} at a time)", err=True)
@@ -309,9 +335,17 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         from rcagent.serving import make_backend
 
         shared = make_backend(settings)   # one HTTP client for every worker; the server batches their requests
-    with BatchProgress(len(todo), quiet) as progress:
-        outcomes = Batch(todo, out_path, method, settings, concurrency, timeout, seed,
-                         on_done=progress.advance, backend=shared).run()
+    stop_on_sigterm()
+    try:
+        with BatchProgress(len(todo), quiet) as progress:
+            outcomes = Batch(todo, out_path, method, settings, concurrency, timeout, seed,
+                             on_done=progress.advance, backend=shared, ids=ids).run()
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: {out_path} holds only complete lines; runs in flight are marked interrupted "
+                   "in the store; rerun with --resume to finish", err=True)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)   # do not wait for a model call in flight: its run is already marked interrupted
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
@@ -349,7 +383,9 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
     labels = Path(labels_dir).expanduser()
     jobs = Path(jobs_dir).expanduser() if jobs_dir else labels.parent / "jobs"
     by_keys = [k.strip() for k in by.split(",") if k.strip()]
-    report([], by_keys)                       # bad --by keys are refused before any work
+    report([], by_keys)                       # bad --by keys and output files are refused before any work
+    cases_path = writable_file(cases_file, "--cases") if cases_file else None
+    plot_path = writable_file(plot_file, "--plot") if plot_file else None
     if bleurt_dir and not text_scores:
         raise BadInput("--bleurt scores text: add --text")
     cases, unlabelled = load_cases([Path(r).expanduser() for r in results], labels, jobs)
@@ -381,10 +417,10 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
         notes += add_judge_scores(cases, make_backend(settings), progress=judged)
     result = report(cases, by_keys)
     result["notes"] = notes
-    if cases_file:
-        Path(cases_file).expanduser().write_text("".join(json.dumps(c) + "\n" for c in cases))
-    if plot_file:
-        plot(result, Path(plot_file).expanduser())
+    if cases_path:
+        cases_path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    if plot_path:
+        plot(result, plot_path)
         click.echo(f"plot written to {plot_file}", err=True)
     click.echo(render(result, fmt))
 
@@ -403,28 +439,28 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
                    "batch --concurrency.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port on 127.0.0.1.")
 @click.option("--name", help="The model name clients send (default: the model's file or folder name).")
-@click.option("--threads", default=2, show_default=True, help="llama.cpp: CPU threads.")
-@click.option("--n-ctx", default=8192, show_default=True, help="Context window.")
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 512), help="llama.cpp: CPU threads.")
+@click.option("--n-ctx", default=8192, show_default=True, type=click.IntRange(256), help="Context window.")
 @click.option("--wait", default=600, show_default=True, type=click.FloatRange(1),
               help="Seconds to wait for the server to answer.")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False),
               help="Server log (default: ~/.cache/rcagent/serve-PORT.log).")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow engine flags after -- that listen beyond loopback (e.g. --host 0.0.0.0).")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
-def serve(model, engine, port, name, threads, n_ctx, wait, log_file, parallel, engine_args):
+def serve(model, engine, port, name, threads, n_ctx, wait, log_file, parallel, allow_remote, engine_args):
     """Start a local OpenAI-compatible server on loopback for `analyze` and `batch` (Ctrl-C stops it).
 
     Anything after `--` goes to the engine as it is, e.g. `-- --cache-ram 0` for llama-server."""
     from rcagent.config import cache_dir
-    from rcagent.serving.server import start
+    from rcagent.serving.server import check_extra, start
 
+    check_extra(list(engine_args), allow_remote)
     log = Path(log_file).expanduser() if log_file else cache_dir() / f"serve-{port}.log"
     click.echo(f"starting {engine} with {model} on 127.0.0.1:{port} (log: {log}) ...", err=True)
+    stop_on_sigterm()                        # a service manager's stop also stops the server
     proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait,
-                           parallel=parallel, extra=list(engine_args))
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)      # a service manager's stop also stops the server
+                           parallel=parallel, extra=list(engine_args), allow_remote=allow_remote)
     served = name or Path(model).stem
     click.echo(f"ready: --backend openai --base-url {base_url} --model {served}", err=True)
     click.echo(base_url)
@@ -439,21 +475,62 @@ def serve(model, engine, port, name, threads, n_ctx, wait, log_file, parallel, e
     raise BackendError(f"the server exited with code {proc.returncode} (log: {log})")
 
 
-def main() -> None:
+def one_line(text: str, limit: int = 400) -> str:
+    """A message on one line: newlines and control characters of hostile input are escaped, not printed."""
+    text = " ".join(str(text).split("\n")).strip()
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (systemd, Kubernetes, `timeout`) stops like Ctrl-C: runs are marked interrupted, a batch
+    stays resumable, a served engine is stopped."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI. Every error a user can cause exits 2 with one line; anything else exits 1 with one line
+    and the path of a log holding the traceback; an interrupt exits 130. Nothing prints a traceback."""
     try:
-        cli.main(standalone_mode=False)
+        cli.main(args=argv, prog_name="rcagent", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        click.echo(one_line(f"error: {exc.format_message()}{hint}"), err=True)
         sys.exit(2)
     except BadInput as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(one_line(f"error: {exc}"), err=True)
         sys.exit(2)
     except BackendError as exc:
-        click.echo(f"model backend error: {exc}", err=True)
+        click.echo(one_line(f"model backend error: {exc}"), err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line for the user, the traceback in a log
+        log = _write_traceback()
+        click.echo(one_line(f"internal error: {type(exc).__name__}: {exc}") + f" (traceback: {log})", err=True)
+        sys.exit(1)
+
+
+def _write_traceback() -> str:
+    import datetime as dt
+    import traceback
+
+    from rcagent.config import cache_dir
+
+    try:
+        folder = cache_dir() / "errors"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
+        log.write_text(f"rcagent {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
+        return str(log)
+    except OSError:
+        return "not written: the cache folder is not writable"

@@ -9,12 +9,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
+import urllib.parse
 import uuid
 from pathlib import Path
 
 import sqlite_utils
+
+from rcagent.errors import BadInput
 
 
 def _now() -> str:
@@ -65,8 +70,14 @@ def _m005_span_agents(db: sqlite_utils.Database) -> None:
     }, pk=("run_id", "span_id", "phase"), foreign_keys=[("run_id", "runs", "id")])
 
 
+def _m006_owner(db: sqlite_utils.Database) -> None:
+    # the process that runs a run: a run left 'running' by a process that is gone was interrupted
+    db["runs"].add_column("pid", int)
+    db["runs"].add_column("host", str)
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts),
-              ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents)]
+              ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents), ("006_owner", _m006_owner)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:
@@ -79,26 +90,74 @@ def migrate(db: sqlite_utils.Database) -> None:
             db["_migrations"].insert({"name": name, "applied": _now()})
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Store:
-    def __init__(self, path: str | Path):
+    """The store at `path`. Commands that write runs open it with `create=True` (the default): the file and
+    its folder are made, migrations run, and runs left 'running' by a process that is gone are marked
+    interrupted. Commands that only read (show, runs) pass `create=False`: a missing store is an error,
+    never a new file. A file that is not a usable store is a BadInput naming it."""
+
+    def __init__(self, path: str | Path, create: bool = True):
         path = Path(path)
-        if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
-        # span mode's agents share one store across threads: one connection, every use under write_lock
-        self.db = sqlite_utils.Database(sqlite3.connect(str(path), check_same_thread=False))
+        self.path = path
         self.write_lock = threading.RLock()
-        # batch workers each hold a connection: wait for another's write instead of failing at once
-        self.db.conn.execute("PRAGMA busy_timeout = 30000")
-        self.db.conn.execute("PRAGMA journal_mode=WAL")
-        migrate(self.db)
+        try:
+            if str(path) == ":memory:":
+                conn = sqlite3.connect(":memory:", check_same_thread=False)
+            elif create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # span mode's agents share one store across threads: one connection, every use under write_lock
+                conn = sqlite3.connect(str(path), check_same_thread=False)
+            else:
+                if not path.is_file():
+                    raise BadInput(f"{path}: no store there (analyze and batch create one; see --store)")
+                uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.db = sqlite_utils.Database(conn)
+            if create:
+                # fail now, not after the run, when the store cannot be written (read-only, locked)
+                conn.execute("PRAGMA busy_timeout = 5000")
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                self.db.conn.execute("PRAGMA journal_mode=WAL")
+                migrate(self.db)
+                self.mark_abandoned()
+            elif "runs" not in self.db.table_names():
+                raise BadInput(f"{path}: not an rcagent store (it has no runs table)")
+            # batch workers each hold a connection: wait for another's write instead of failing at once
+            conn.execute("PRAGMA busy_timeout = 30000")
+        except sqlite3.DatabaseError as exc:
+            raise BadInput(f"{path}: cannot use this store ({exc})") from None
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot create the store ({exc.strerror or exc})") from None
+
+    def mark_abandoned(self) -> int:
+        """Runs left 'running' by a process of this machine that no longer exists: mark them interrupted."""
+        host = socket.gethostname()
+        stale = [r["id"] for r in self.db["runs"].rows_where("status = 'running'", select="id, pid, host")
+                 if r["pid"] is None or (r["host"] == host and not _alive(r["pid"]))]
+        for run_id in stale:
+            self.db["runs"].update(run_id, {"status": "interrupted", "ended": _now()})
+        return len(stale)
 
     # ---- runs and steps --------------------------------------------------------------------------
     def start_run(self, job: str, job_path: str, backend: str, model: str, settings: dict,
                   mode: str = "react") -> str:
         run_id = uuid.uuid4().hex[:12]
-        self.db["runs"].insert({"id": run_id, "job": job, "job_path": job_path, "backend": backend,
-                                "model": model, "mode": mode, "status": "running", "started": _now(),
-                                "settings": json.dumps(settings, default=str)})
+        with self.write_lock:
+            self.db["runs"].insert({"id": run_id, "job": job, "job_path": job_path, "backend": backend,
+                                    "model": model, "mode": mode, "status": "running", "started": _now(),
+                                    "settings": json.dumps(settings, default=str), "pid": os.getpid(),
+                                    "host": socket.gethostname()})
         return run_id
 
     def end_run(self, run_id: str, status: str, diagnosis: dict | None = None) -> None:
@@ -111,7 +170,9 @@ class Store:
         self.db["steps"].insert({"run_id": run_id, "step": step, "created": _now(), **fields}, replace=True)
 
     def run(self, run_id: str) -> dict | None:
-        rows = list(self.db["runs"].rows_where("id = ? OR id LIKE ?", [run_id, run_id + "%"], limit=2))
+        # a prefix is compared as text, not as a LIKE pattern (`%` is no wildcard here)
+        rows = list(self.db["runs"].rows_where("id = ? OR substr(id, 1, length(?)) = ?",
+                                               [run_id, run_id, run_id], limit=2))
         return rows[0] if len(rows) == 1 else None
 
     def steps(self, run_id: str) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rcagent.config import cache_dir
 from rcagent.errors import BadInput, BackendError
-from rcagent.serving import Completion, register_backend, stop_early
+from rcagent.serving import Completion, llama_environment, register_backend, stop_early
 
 
 def model_path(model: str) -> tuple[Path, str | None]:
@@ -59,6 +59,7 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, model: str = "smollm2", n_ctx: int = 8192, threads: int = 2, seed: int = 0):
+        llama_environment()       # before llama.cpp's OpenMP runtime starts
         from llama_cpp import Llama  # heavy import, only when the backend is used
         path, chat_format = model_path(model)
         self.model = model

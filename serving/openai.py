@@ -12,9 +12,17 @@ import time
 from urllib.parse import urlparse
 
 import httpx
+import tenacity
 
 from rcagent.errors import BadInput, BackendError
 from rcagent.serving import Completion, register_backend
+
+
+RETRY_ON = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
+class _Transient(Exception):
+    """A failure worth retrying: the server is unreachable for now, overloaded or failing."""
 
 
 def is_loopback(url: str) -> bool:
@@ -35,8 +43,8 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str, model: str, api_key: str = "none", allow_remote: bool = False,
-                 timeout: float = 600.0, seed: int = 0):
-        if not urlparse(base_url).scheme.startswith("http"):
+                 timeout: float = 600.0, seed: int = 0, retries: int = 4, backoff: float = 1.0):
+        if urlparse(base_url).scheme not in ("http", "https"):
             raise BadInput(f"--base-url must be an http(s) URL, got '{base_url}'")
         if not allow_remote and not is_loopback(base_url):
             raise BadInput(f"refusing to send telemetry to non-loopback host in {base_url}; "
@@ -44,6 +52,7 @@ class OpenAIBackend:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.seed = seed
+        self.retries, self.backoff = retries, backoff
         self.format = "json_schema"
         self.client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {api_key}"},
                                    trust_env=False)  # never route through a proxy from the environment
@@ -80,14 +89,36 @@ class OpenAIBackend:
                                       usage.get("completion_tokens", 0) // len(texts), ms / len(texts)))
         return out
 
+    def _send(self, body: dict) -> httpx.Response:
+        """One POST, retried with exponential backoff on what passes (connection refused or reset, 429,
+        5xx): a server restarting or a GPU queue full must not fail a job of a long batch."""
+        try:
+            for attempt in tenacity.Retrying(
+                    stop=tenacity.stop_after_attempt(self.retries + 1),
+                    wait=tenacity.wait_exponential(multiplier=self.backoff, max=30 * self.backoff),
+                    retry=tenacity.retry_if_exception_type(_Transient), reraise=True):
+                with attempt:
+                    try:
+                        resp = self.client.post(f"{self.base_url}/chat/completions", json=body)
+                    except RETRY_ON as exc:   # not a read timeout: a request that ran out of time is not retried
+                        raise _Transient(f"cannot reach {self.base_url}: {exc}") from None
+                    # a server that refuses the structured-output form answers 400/422, or 500 with a
+                    # validation error naming response_format (llama-cpp-python): not transient
+                    refused = "response_format" in resp.text
+                    if resp.status_code == 429 or (resp.status_code >= 500 and not refused):
+                        raise _Transient(f"{self.base_url}: HTTP {resp.status_code}: {resp.text[:200]}")
+                    return resp
+        except _Transient as exc:
+            raise BackendError(f"{exc} (after {self.retries + 1} attempts)") from None
+        except httpx.HTTPError as exc:
+            raise BackendError(f"cannot reach {self.base_url}: {exc}") from None
+        raise AssertionError("unreachable")
+
     def _post(self, body: dict, schema: dict | None) -> httpx.Response:
         for attempt in range(2):
             if schema:
                 body["response_format"] = self._response_format(schema)
-            try:
-                resp = self.client.post(f"{self.base_url}/chat/completions", json=body)
-            except httpx.HTTPError as exc:
-                raise BackendError(f"cannot reach {self.base_url}: {exc}") from None
+            resp = self._send(body)
             rejected = resp.status_code in (400, 422) or "response_format" in resp.text
             if resp.status_code >= 400 and rejected and schema and self.format == "json_schema" and attempt == 0:
                 self.format = "json_object"  # llama-cpp-python's server form

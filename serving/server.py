@@ -10,6 +10,7 @@ inside llama-cpp-python's sdist), which batches `--parallel` requests at once, e
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from rcagent.errors import BadInput, BackendError
+from rcagent.serving import llama_environment
 
 HOST = "127.0.0.1"     # loopback only: telemetry never leaves the machine
 
@@ -64,6 +66,34 @@ def command(engine: str, model: str, port: int, threads: int, n_ctx: int, name: 
     raise BadInput(f"unknown engine '{engine}' (choose one of {', '.join(ENGINES)})")
 
 
+# engine flags that choose where the server listens (llama.cpp, llama-server, vLLM)
+BIND_FLAGS = ("--host", "--hostname", "--listen", "--bind", "--uds", "--socket")
+
+
+def check_extra(extra: list[str], allow_remote: bool) -> None:
+    """Flags passed through to the engine must not undo the loopback promise: a --host that is not a
+    loopback address is refused unless --allow-remote is given."""
+    for i, arg in enumerate(extra):
+        flag, _, inline = arg.partition("=")
+        if flag not in BIND_FLAGS:
+            continue
+        value = inline or (extra[i + 1] if i + 1 < len(extra) else "")
+        if not allow_remote and not _loopback_host(value):
+            raise BadInput(f"engine flag {flag} {value!r} would listen beyond loopback (telemetry could be read "
+                           "from other machines); pass --allow-remote if that is intended")
+
+
+def _loopback_host(host: str) -> bool:
+    import ipaddress
+
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,13 +113,15 @@ def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout: 
 
 def start(engine: str, model: str, port: int, log: Path, threads: int = 2, n_ctx: int = 8192,
           name: str | None = None, timeout: float = 600.0, parallel: int = 1,
-          extra: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+          extra: list[str] | None = None, allow_remote: bool = False) -> tuple[subprocess.Popen, str]:
     """Start the server and return (process, base_url) once it answers; `extra` goes to the engine as is."""
     name = name or Path(model).stem
+    check_extra(list(extra or []), allow_remote)
     cmd = command(engine, model, port, threads, n_ctx, name, parallel) + list(extra or [])
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=llama_environment(dict(os.environ)))
     base_url = f"http://{HOST}:{port}/v1"
     try:
         wait_until_ready(proc, base_url, log, timeout)

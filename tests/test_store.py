@@ -9,7 +9,7 @@ def test_migrations_apply_once(tmp_path):
     Store(path)
     again = Store(path)
     assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial", "002_stabilizers", "003_experts",
-                                                                  "004_samples", "005_span_agents"]
+                                                                  "004_samples", "005_span_agents", "006_owner"]
     assert {"runs", "steps", "snapshots", "llm_cache"} <= set(again.db.table_names())
 
 
