@@ -1,6 +1,6 @@
 """llama.cpp's OpenMP wait policy, side by side: prompt and generation speed of the default model with the
-policy left to the runtime (threads spin-wait) and with OMP_WAIT_POLICY=PASSIVE (what rcagent sets), on an
-idle machine and with every core kept busy by other processes.
+policy left to the runtime (threads spin-wait, then sleep), with OMP_WAIT_POLICY=PASSIVE (sleep at once)
+and with a short spin (GOMP_SPINCOUNT), on an idle machine and with every core kept busy by other processes.
 
 Each measurement is a fresh process (the policy is read when llama.cpp's OpenMP runtime starts) that loads
 SmolLM2, evaluates a fixed prompt and generates a fixed number of tokens greedily. The conditions are
@@ -33,10 +33,13 @@ print(json.dumps({"prompt_tok_s": len(tokens) / (t1 - t0), "gen_tok_s": gen / (t
 """
 
 
-def measure(policy: str | None, threads: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
+POLICIES = {"default": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+            "spin 10k": {"GOMP_SPINCOUNT": "10000"}, "spin 100k": {"GOMP_SPINCOUNT": "100000"}}
+
+
+def measure(policy: dict, threads: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(policy)
     out = subprocess.run([sys.executable, "-c", CHILD, str(threads)], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -53,7 +56,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="also write the raw measurements as JSON")
     args = ap.parse_args()
-    policies = {"default (spin)": None, "PASSIVE": "PASSIVE"}
+    policies = POLICIES
     raw: dict[str, dict[str, list[dict]]] = {"idle": {p: [] for p in policies}, "loaded": {p: [] for p in policies}}
     for r in range(args.repeats):
         for condition in ("idle", "loaded"):
@@ -76,9 +79,10 @@ def main() -> None:
                for name, runs in raw[condition].items()}
         for name in policies:
             print(f"| {condition} | {name} | {med[name]['prompt_tok_s']:.0f} | {med[name]['gen_tok_s']:.0f} |")
-        base, passive = med["default (spin)"], med["PASSIVE"]
-        print(f"| {condition} | PASSIVE / default | {passive['prompt_tok_s'] / base['prompt_tok_s']:.2f}x | "
-              f"{passive['gen_tok_s'] / base['gen_tok_s']:.2f}x |")
+        base = med["default"]
+        for name in list(policies)[1:]:
+            print(f"| {condition} | {name} / default | {med[name]['prompt_tok_s'] / base['prompt_tok_s']:.2f}x | "
+                  f"{med[name]['gen_tok_s'] / base['gen_tok_s']:.2f}x |")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(raw, fh, indent=2)

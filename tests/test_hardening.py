@@ -2,6 +2,7 @@
 and SQL-injection names on a real job."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -53,8 +54,10 @@ def test_reading_a_store_never_creates_one(tmp_path):
 ANSWER = {"choices": [{"message": {"content": '{"ok": 1}'}}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
 
 
-def serve_statuses(statuses: list[int]):
-    """A loopback HTTP server answering POSTs with the given statuses in turn (then 200 with ANSWER)."""
+@contextlib.contextmanager
+def serving(statuses: list[int], retries: int):
+    """A loopback HTTP server answering POSTs with the given statuses in turn (then 200 with ANSWER), and a
+    backend pointed at it: yields (backend, the statuses sent so far)."""
     seen = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -74,39 +77,33 @@ def serve_statuses(statuses: list[int]):
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, seen
+    try:
+        yield OpenAIBackend(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=retries, backoff=0.01), seen
+    finally:
+        server.shutdown()
+
+
+HI = [{"role": "user", "content": "hi"}]
 
 
 def test_429_and_5xx_are_retried_with_backoff_then_answered():
-    server, seen = serve_statuses([503, 429, 502])
-    try:
-        backend = OpenAIBackend(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=4, backoff=0.01)
-        [c] = backend.complete([{"role": "user", "content": "hi"}])
+    with serving([503, 429, 502], retries=4) as (backend, seen):
+        [c] = backend.complete(HI)
         assert c.text == '{"ok": 1}' and seen == [503, 429, 502, 200]
-    finally:
-        server.shutdown()
 
 
 def test_a_server_that_keeps_failing_is_reported_after_the_retries():
-    server, seen = serve_statuses([500] * 10)
-    try:
-        backend = OpenAIBackend(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=2, backoff=0.01)
+    with serving([500] * 10, retries=2) as (backend, seen):
         with pytest.raises(BackendError, match="HTTP 500.*after 3 attempts"):
-            backend.complete([{"role": "user", "content": "hi"}])
+            backend.complete(HI)
         assert len(seen) == 3
-    finally:
-        server.shutdown()
 
 
 def test_a_4xx_is_not_retried():
-    server, seen = serve_statuses([404] * 10)
-    try:
-        backend = OpenAIBackend(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=3, backoff=0.01)
+    with serving([404] * 10, retries=3) as (backend, seen):
         with pytest.raises(BackendError, match="HTTP 404"):
-            backend.complete([{"role": "user", "content": "hi"}])
+            backend.complete(HI)
         assert len(seen) == 1
-    finally:
-        server.shutdown()
 
 
 def test_connection_refused_is_retried_then_reported():
@@ -115,7 +112,7 @@ def test_connection_refused_is_retried_then_reported():
         port = s.getsockname()[1]           # closed again: nothing listens there
     backend = OpenAIBackend(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.01)
     with pytest.raises(BackendError, match="cannot reach.*after 3 attempts"):
-        backend.complete([{"role": "user", "content": "hi"}])
+        backend.complete(HI)
 
 
 # ---- OpenMP waiting ----------------------------------------------------------------------------------

@@ -759,6 +759,15 @@ def _(b):
             b.ok / "dest"]
 
 
+@case("import-dest-with-quotes", 0, allowed=("home/.cache",),
+      check=lambda b, r: len(list((b.ok / "it's \"here\"" / "jobs").iterdir())) == 1)
+def _(b):
+    csv = b"time,carts_cpu,carts_latency\n1,2,3\n2,4,5\n"
+    return ["import", "rcd", _tar(b.root / "a.tar.xz", {"sock-shop-data/carts-cpu/1/anomalous.csv": csv,
+                                                        "sock-shop-data/carts-cpu/1/normal.csv": csv}),
+            b.ok / "it's \"here\""]
+
+
 # ---- batch -------------------------------------------------------------------------------------------
 @case("batch-two-folders-one-id", 2, "both have the job id")
 def _(b):
