@@ -10,7 +10,7 @@ WORDNET_PKGS := wordnet-base wordnet-sense-index
 APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
 RESULTS ?= $(HOME)/.cache/rcagent/eval
-BASELINES := random nsigma nsigma-abs baro baro-abs overview
+BASELINES := random nsigma nsigma-abs baro baro-abs overview recent-change
 
 .PHONY: install demo test bench eval-bench import-all llama-server clean
 
@@ -43,6 +43,7 @@ import-all: install
 	$(BIN)/rcagent import nezha $(DATA)/nezha-onlineboutique-2022-08-22.tar.xz $(WORK)
 	$(BIN)/rcagent import rcd $(DATA)/rcd-sockshop.tar.xz $(WORK)
 	$(BIN)/rcagent import petshop $(DATA)/petshop.tar.xz $(WORK)
+	$(BIN)/rcagent import changerca $(DATA)/changerca-2023-09-22.tar.xz $(WORK)
 
 # The figures of docs/benchmarks.md: each baseline on every job, rcagent (default model) on a 60-job sample
 # drawn evenly across the systems; then the side-by-side evaluation. Resumable: rerun after an interruption.

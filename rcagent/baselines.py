@@ -6,7 +6,9 @@ and an entity its best series, so the ranking is of entities (RCAtlas maps metri
 that owns them). A zero spread scales by 1, as scikit-learn's scalers do. The scores keep their sign, so a
 metric that drops (a service that stops receiving calls) ranks last; the `-abs` variants score the largest
 absolute deviation instead. `overview` is rcagent's own evidence ranking (the overview tool) with no model,
-to show what the model adds. Each returns a Diagnosis in the same shape as the agent's.
+to show what the model adds; `recent-change` blames the entity changed last before the window's end (from the
+events table), the floor for change-induced incidents. Each returns a Diagnosis in the same shape as the
+agent's.
 """
 from __future__ import annotations
 
@@ -76,6 +78,32 @@ def random_ranking(job: Job, seed: int = 0) -> Diagnosis:
                      finalized=True, backend="none", model="random", mode="random")
 
 
+# what an operator's change log calls a change (a deployment, a config push, a scaling)
+CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"
+
+
+def recent_change(job: Job) -> Diagnosis:
+    """Blame the most recent change: entities with a change event up to the window's end, the latest change
+    first (a pod's change counts for its service). The floor a change-aware diagnosis must beat."""
+    rows = job.query("""SELECT entity, max(timestamp) FROM events
+                        WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
+                          AND timestamp < $end GROUP BY entity""", {"change": CHANGE, "end": job.window.end})
+    latest: dict[str, object] = {}
+    for entity, at in rows:
+        ent = job.entities.get(entity)
+        name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
+        if name in job.entities and (name not in latest or at > latest[name]):
+            latest[name] = at
+    ranked = sorted(latest.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:TOP]
+    causes = [RootCause(e, job.entities[e].kind, round(1 / (i + 1), 3)) for i, (e, _) in enumerate(ranked)]
+    text = (f"recent-change: {ranked[0][0]} changed last, at {ranked[0][1]:%Y-%m-%d %H:%M:%S} UTC."
+            if ranked else "recent-change: no change event before the window's end.")
+    return Diagnosis(job=job.id, run_id="", root_causes=causes, root_cause=text,
+                     evidence=[f"{e}: changed at {at:%H:%M:%S}" for e, at in ranked[:5]], finalized=bool(causes),
+                     backend="none", model="recent-change", mode="recent-change",
+                     note="" if causes else "no change events")
+
+
 def evidence_ranking(job: Job) -> Diagnosis:
     """rcagent's overview tool alone: what the agent's evidence ranking gives without any model."""
     ranked = ranking(job)[:TOP]
@@ -93,6 +121,7 @@ METHODS: dict[str, Callable[[Job, int], Diagnosis]] = {
     "baro-abs": lambda job, seed: statistical(job, "baro", absolute=True),
     "random": lambda job, seed: random_ranking(job, seed),
     "overview": lambda job, seed: evidence_ranking(job),
+    "recent-change": lambda job, seed: recent_change(job),
 }
 
 

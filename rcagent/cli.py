@@ -94,7 +94,7 @@ def cli():
 
 
 @cli.command("import")
-@click.argument("kind", type=click.Choice(["nezha", "rcd", "petshop"]))
+@click.argument("kind", type=click.Choice(["nezha", "rcd", "petshop", "changerca"]))
 @click.argument("src", type=click.Path())
 @click.argument("dest", type=click.Path(file_okay=False))
 @output_format
@@ -278,8 +278,10 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
               help="Folder of job folders (or the import folder holding jobs/ and labels/).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Results file (JSONL, one line per job).")
 @click.option("--method", default="react", show_default=True,
-              type=click.Choice(["react", "nsigma", "nsigma-abs", "baro", "baro-abs", "random", "overview"]),
-              help="The agent (react), a baseline on the metrics table, random, or the overview tool alone.")
+              type=click.Choice(["react", "nsigma", "nsigma-abs", "baro", "baro-abs", "random", "overview",
+                                 "recent-change"]),
+              help="The agent (react), a baseline on the metrics table, random, the overview tool alone, or "
+                   "the entity changed last before the window's end (recent-change).")
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Jobs in flight at once (use >1 against an OpenAI-compatible server such as vLLM).")
 @click.option("--resume", is_flag=True, help="Continue an existing results file: skip the jobs it holds, retry errors.")

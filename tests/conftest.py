@@ -18,6 +18,7 @@ ARCHIVES = {
     "OnlineBoutique": ("nezha", "nezha-onlineboutique-2022-08-22.tar.xz"),
     "SockShop": ("rcd", "rcd-sockshop.tar.xz"),
     "PetSite": ("petshop", "petshop.tar.xz"),
+    "ChangeRCA": ("changerca", "changerca-2023-09-22.tar.xz"),
 }
 # The TrainTicket case used across tests: a 'return' fault in ts-contacts-service (2023-01-29 08:43).
 CONTACTS_CASE = "2023-01-29_08_43"

@@ -13,8 +13,8 @@ from rcagent.job import Job
 def test_every_indexed_case_becomes_a_job(imported, labels, index):
     assert sorted(lab["case_id"] for lab in labels.values()) == sorted(r["case_id"] for r in index)
     counts = Counter(lab["system"] for lab in labels.values())
-    assert counts == {"TrainTicket": 28, "OnlineBoutique": 24, "SockShop": 30, "PetSite": 52}
-    assert len(list((imported["dest"] / "jobs").iterdir())) == 134
+    assert counts == {"TrainTicket": 28, "OnlineBoutique": 24 + 11, "SockShop": 30, "PetSite": 52}
+    assert len(list((imported["dest"] / "jobs").iterdir())) == 145
 
 
 def test_reports_name_missing_tables(imported):
@@ -84,3 +84,27 @@ def test_baseline_has_several_periods(contacts_job):
     tables = [set(p.tables) for p in contacts_job.baseline]
     assert {"metrics"} in tables and {"metrics", "traces", "logs"} in tables
     assert contacts_job.baseline_seconds("traces") > 0
+
+
+def test_changerca_jobs_carry_every_rollout_alike_and_nothing_of_the_label(imported, labels):
+    from rcagent.baselines import run_baseline
+
+    cases = {job: lab for job, lab in labels.items() if lab["source"] == "changerca"}
+    assert len(cases) == 11
+    for job_id, lab in cases.items():
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        deployments = job.query("SELECT entity, message FROM events WHERE reason = 'Deployment' ORDER BY 1")
+        assert [e for e, _ in deployments] == lab["changed_services"]          # every change, defective or not
+        texts = " ".join(m for (m,) in job.query("SELECT message FROM events"))
+        assert lab["fault_type"] not in texts and "fault" not in texts and "defect" not in texts
+        # a deleted pod has no rows after its deletion (its file goes on with the replacement's values)
+        late = job.query("""SELECT count(*) FROM metrics m JOIN events e ON m.entity = e.entity
+                            WHERE e.reason = 'Deleted' AND m.timestamp > e.timestamp""")[0][0]
+        assert late == 0
+        # pods named with their version; the ones the rollout created are in the inventory
+        created = [e for (e,) in job.query("SELECT entity FROM events WHERE reason = 'Created'")]
+        assert created and all("-v2-" in p and job.entities[p].kind == "pod" for p in created)
+        assert {"latency", "cpu_usage_rate(%)"} <= {m for (m,) in job.query("SELECT DISTINCT metric FROM metrics")}
+        ranked = [rc.entity for rc in run_baseline(job, "recent-change").root_causes]
+        assert set(ranked) == set(lab["changed_services"])
+        job.con.close()

@@ -1,7 +1,8 @@
 """Importers: turn public RCA benchmark data into jobs (DEST/jobs/<id>/) and labels (DEST/labels/<id>.yaml).
 
 Shared helpers live here: extracting an archive into the cache, opaque job ids, writing a job folder
-and its label. Each source has its own module (nezha, rcd, petshop) exposing `import_source(src, dest)`.
+and its label. Each source has its own module (nezha, rcd, petshop, changerca) exposing
+`import_source(src, dest)`.
 """
 from __future__ import annotations
 
@@ -78,12 +79,13 @@ def find_dir(root: Path, name: str) -> Path:
     raise BadInput(f"{root}: no '{name}' folder found (is this the right archive?)")
 
 
-def csv_view(con: duckdb.DuckDBPyConnection, view: str, files: list[Path]) -> str:
-    """Register CSV files (all text, columns united by name) as the view `view`, through DuckDB's
-    relational API: a path is an argument, never SQL text (a folder name may hold a quote)."""
+def csv_view(con: duckdb.DuckDBPyConnection, view: str, files: list[Path], filename: bool = False) -> str:
+    """Register CSV files (all text, columns united by name; with `filename`, a column naming each row's
+    file) as the view `view`, through DuckDB's relational API: a path is an argument, never SQL text (a
+    folder name may hold a quote)."""
     try:
         con.read_csv([str(f) for f in files], header=True, all_varchar=True, union_by_name=True,
-                     max_line_size=256 * 1024 * 1024).create_view(view, replace=True)
+                     max_line_size=256 * 1024 * 1024, filename=filename).create_view(view, replace=True)
     except duckdb.Error as exc:
         where = files[0] if len(files) == 1 else f"{files[0].parent} ({len(files)} files)"
         raise BadInput(f"{where}: cannot be read as CSV ({str(exc).strip().splitlines()[0][:160]})") from None
@@ -138,7 +140,7 @@ def write_label(dest: Path, job_id: str, label: dict) -> None:
     (folder / f"{job_id}.yaml").write_text(yaml.safe_dump({"job": job_id, **label}, sort_keys=False, width=110))
 
 
-IMPORTERS = ("nezha", "rcd", "petshop")
+IMPORTERS = ("nezha", "rcd", "petshop", "changerca")
 
 
 def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> ImportReport:
@@ -148,6 +150,8 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> I
         from rcagent.importers.rcd import import_source
     elif kind == "petshop":
         from rcagent.importers.petshop import import_source
+    elif kind == "changerca":
+        from rcagent.importers.changerca import import_source
     else:
         raise BadInput(f"unknown importer '{kind}' (choose from {', '.join(IMPORTERS)})")
     root = extracted(src)
