@@ -81,7 +81,7 @@ def job_ids(jobs: list[Path]) -> dict[Path, str]:
     return ids
 
 
-class exclusive:
+class OutputLock:
     """Hold an exclusive lock on `<out>.lock` while a batch writes `out`: a second batch on the same file
     is refused instead of running every job twice. The lock goes with the process (flock)."""
 
@@ -89,7 +89,7 @@ class exclusive:
         self.path = out.with_name(out.name + ".lock")
         self.handle = None
 
-    def __enter__(self) -> "exclusive":
+    def __enter__(self) -> "OutputLock":
         try:
             self.handle = self.path.open("a")
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

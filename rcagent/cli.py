@@ -273,6 +273,30 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
         click.echo(table(results, fmt))
 
 
+@bench.command("ranking")
+@click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
+              help="Folder of job folders (or the import folder holding jobs/ and labels/).")
+@click.option("--labels", "labels_dir", type=click.Path(file_okay=False),
+              help="The labels folder (default: beside the jobs folder).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the results as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@output_format
+def bench_ranking(jobs_dir, labels_dir, out, quiet, fmt):
+    """The evidence ranking leave-one-system-out (parameters chosen on the other systems), with no baseline,
+    beside NSigma, BARO and random on the same cases; no model is called."""
+    from rcagent.rankbench import run, table
+
+    folder = Path(jobs_dir).expanduser()
+    if not folder.is_dir():
+        raise BadInput(f"--jobs {jobs_dir}: not a folder")
+    out_path = writable_file(out, "--out") if out else None
+    results = run(folder, Path(labels_dir).expanduser() if labels_dir else None,
+                  progress=None if quiet else lambda line: click.echo(line, err=True))
+    if out_path:
+        out_path.write_text(json.dumps(results, indent=2))
+    click.echo(json.dumps(results, indent=2) if fmt == "json" else table(results))
+
+
 @cli.command()
 @click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
               help="Folder of job folders (or the import folder holding jobs/ and labels/).")
@@ -296,7 +320,7 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
           base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
-    from rcagent.batch import exclusive, job_ids
+    from rcagent.batch import OutputLock, job_ids
     from rcagent.stability import find_jobs, job_system, sample
 
     folder = Path(jobs_dir).expanduser()
@@ -316,7 +340,7 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
     out_path = writable_file(out, "--out")
     if method == "react" and settings.mode == "span":
         method = "span"
-    with exclusive(out_path):     # a second batch on this file is refused while this one runs
+    with OutputLock(out_path):     # a second batch on this file is refused while this one runs
         _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from rcagent.job import Job
 from rcagent.tools import Param, register
@@ -39,67 +40,94 @@ def traffic_factor(job: Job) -> float:
     return job.cache["traffic_factor"]
 
 
-def scores(job: Job) -> dict[str, list[tuple[float, str, str]]]:
-    """entity -> [(score, reason, source)], best first; source is metrics, calls or logs. Cached on the job."""
-    if "overview" in job.cache:
-        return job.cache["overview"]
-    found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
+@dataclass(frozen=True)
+class RankingParams:
+    """The overview's thresholds and weights, one place. The defaults were fixed by hand before any
+    leave-one-system-out evaluation; `rcagent bench ranking` chooses among a small grid of them on the other
+    systems and scores the held-out one."""
+    z_min: float = 3.0          # a metric counts from this many (floored) sigmas off its baseline
+    call_min: float = 5.0       # a call or log signal counts from this score (10 x |log2 ratio|, ...)
+    client_weight: float = 0.5  # a client-side latency measures the entity's dependencies more than itself
+    secondary: float = 0.25     # weight of an entity's second and further independent sources of evidence
+
+
+DEFAULT = RankingParams()
+
+
+def _rows(job: Job) -> dict[str, list[tuple]]:
+    """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
+    if "overview_rows" in job.cache:
+        return job.cache["overview_rows"]
+    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": []}
     if job.rows.get("metrics"):
-        for entity, metric, b_mean, b_sd, w_min, w_max in job.query(f"""
+        rows["metrics"] = job.query(f"""
                 SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
                        stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}),
                        min(value) FILTER (WHERE {job.in_window()}), max(value) FILTER (WHERE {job.in_window()})
-                FROM metrics GROUP BY ALL"""):
-            z = deviation(b_mean, b_sd, w_min, w_max)
-            if abs(z) >= 3:
-                # A client-side latency measures the entity's dependencies more than the entity itself.
-                weight = 0.5 if "client" in metric.lower() else 1.0
-                found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
-                                      f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd", "metrics"))
-    b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
-    load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
-    if job.rows.get("traces") and b_min:
+                FROM metrics GROUP BY ALL""")
+    if job.rows.get("traces") and job.baseline_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
-        for level in ("callee", "callee_pod"):
-            for name, b, w, err, b95, w95, bgap, wgap in job.query(f"""
+        for level in ("callee", "callee_pod"):   # a column of the edges table
+            rows["calls"] += job.query(f"""
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                            count(*) FILTER (WHERE {win} AND {ERR}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
-                    FROM edges WHERE {level} IS NOT NULL GROUP BY 1"""):
-                # Rates are compared with the baseline scaled by the change in user traffic, so that a
-                # busier window does not make every service look anomalous.
-                b_rate, w_rate = load * b / b_min, w / w_min
-                if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
-                    found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls"))
-                elif b_rate >= 1 or w_rate >= 1:
-                    s = _log_ratio(w_rate, b_rate)
-                    if s >= 5:
-                        found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
-                if b95 is not None and w95 is not None:
-                    s = _log_ratio(w95, b95)
-                    if s >= 5:
-                        found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms", "calls"))
-                if bgap is not None and wgap is not None:
-                    s = _log_ratio(wgap, bgap)
-                    if s >= 5:
-                        found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
-                if err:
-                    found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
-    lb_min = job.baseline_seconds("logs") / 60
+                    FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
     if job.rows.get("logs"):
-        for entity, b, w in job.query(f"""
+        rows["logs"] = job.query(f"""
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
                 FROM logs WHERE {one_of('upper(level)', 'levels')} OR regexp_matches(message, $words)
-                GROUP BY 1""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS}):
-            b_rate = load * b / lb_min if lb_min else 0.0
-            w_rate = w / w_min
-            if w_rate > b_rate:
-                s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
-                if s >= 5:
-                    found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min", "logs"))
+                GROUP BY 1""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
+    job.cache["overview_rows"] = rows
+    return rows
+
+
+def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[float, str, str]]]:
+    """entity -> [(score, reason, source)], best first; source is metrics, calls or logs. Cached on the job."""
+    key = ("overview", params)
+    if key in job.cache:
+        return job.cache[key]
+    rows = _rows(job)
+    found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for entity, metric, b_mean, b_sd, w_min, w_max in rows["metrics"]:
+        z = deviation(b_mean, b_sd, w_min, w_max)
+        if abs(z) >= params.z_min:
+            weight = params.client_weight if "client" in metric.lower() else 1.0
+            found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
+                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd", "metrics"))
+    b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
+    load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
+    for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
+        # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
+        # window does not make every service look anomalous.
+        b_rate, w_rate = load * b / b_min, w / w_min
+        if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
+            found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls"))
+        elif b_rate >= 1 or w_rate >= 1:
+            s = _log_ratio(w_rate, b_rate)
+            if s >= params.call_min:
+                found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
+        if b95 is not None and w95 is not None:
+            s = _log_ratio(w95, b95)
+            if s >= params.call_min:
+                found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms", "calls"))
+        if bgap is not None and wgap is not None:
+            s = _log_ratio(wgap, bgap)
+            if s >= params.call_min:
+                found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
+        if err:
+            found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
+    lb_min = job.baseline_seconds("logs") / 60
+    for entity, b, w in rows["logs"]:
+        b_rate = load * b / lb_min if lb_min else 0.0
+        w_rate = w / w_min
+        if w_rate > b_rate:
+            s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
+            if s >= params.call_min:
+                found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min", "logs"))
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
@@ -110,14 +138,15 @@ def scores(job: Job) -> dict[str, list[tuple[float, str, str]]]:
                                       if src != "calls")
     for entity in found:
         found[entity].sort(reverse=True)
-    job.cache["overview"] = dict(found)
-    return job.cache["overview"]
+    job.cache[key] = dict(found)
+    return job.cache[key]
 
 
-def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[str]]]:
+def ranking(job: Job, kind: str | None = None,
+            params: RankingParams = DEFAULT) -> list[tuple[str, float, list[str]]]:
     """[(entity, score, reasons)] of inventory entities, most anomalous first."""
     out = []
-    for entity, sigs in scores(job).items():
+    for entity, sigs in scores(job, params).items():
         ent = job.entities.get(entity)
         if ent is None or (kind and ent.kind != kind):
             continue
@@ -127,7 +156,7 @@ def ranking(job: Job, kind: str | None = None) -> list[tuple[str, float, list[st
         for s, _, src in sigs:
             best[src] = max(best.get(src, 0.0), s)
         top = sorted(best.values(), reverse=True)
-        score = top[0] + 0.25 * sum(top[1:])
+        score = top[0] + params.secondary * sum(top[1:])
         out.append((entity, round(score, 1), [r for _, r, _ in sigs[:3]]))
     # Ties are broken by name: DuckDB's GROUP BY returns groups in no fixed order, and the ranking must
     # not depend on it (a job, a model and a seed give the same run).

@@ -1,0 +1,133 @@
+"""`rcagent bench ranking`: the evidence ranking (the overview) scored leave-one-system-out, beside NSigma,
+BARO and random on the same cases, in one run.
+
+Jobs are grouped by system (and by source where one system comes from two sources, e.g. fault injection
+and defective rollouts). For each held-out group, the ranking's parameters (tools.overview.RankingParams)
+are chosen from a small grid on the other groups (best mean PR@1, ties to the hand-fixed defaults, then grid
+order) and the held-out group is scored with them: the group never sees parameters chosen on itself.
+Beside it: the defaults as they are, NSigma, BARO and the seeded random ranking, and a "no baseline" variant
+of every job (its baseline periods removed, the window unchanged) scored with the same chosen parameters.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+from rcagent.baselines import run_baseline
+from rcagent.errors import BadInput
+from rcagent.labels import labels_dir, load_label
+from rcagent.scoring import Inventory, level, score_case
+from rcagent.tools.overview import DEFAULT, RankingParams, ranking
+
+GRID = [RankingParams(z, c, w, s) for z, c, w, s in
+        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5))]
+BASELINES = ("nsigma", "baro", "random")
+
+
+def _groups(labels: dict[str, dict]) -> dict[str, str]:
+    """job id -> its group: the system, plus the source where a system has jobs from several sources."""
+    sources: dict[str, set[str]] = defaultdict(set)
+    for lab in labels.values():
+        sources[lab.get("system", "?")].add(lab.get("source", "?"))
+    return {job: lab.get("system", "?") + (f" ({lab.get('source', '?')})" if len(sources[lab.get("system", "?")]) > 1
+                                           else "") for job, lab in labels.items()}
+
+
+def _score(answers: list[str], label: dict, inventory: Inventory, levels: set[str]) -> tuple[float, float]:
+    s = score_case(answers, [rc["entity"] for rc in label["root_causes"]], inventory, levels)
+    return s.pr1, s.rr
+
+
+def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Per job: its group, and PR@1/RR of every grid setting (full and no-baseline) and of each baseline."""
+    from rcagent.job import Job
+
+    labels = {}
+    for path in jobs:
+        lab = load_label(labels_root, path.name)
+        if lab:
+            labels[path.name] = (path, lab)
+    if not labels:
+        raise BadInput(f"no job of {jobs[0].parent if jobs else '?'} has a label in {labels_root}")
+    groups = _groups({j: lab for j, (_, lab) in labels.items()})
+    out = []
+    for n, (job_id, (path, lab)) in enumerate(sorted(labels.items()), 1):
+        job = Job.load(path)
+        inventory = Inventory.from_job(job)
+        levels = {rc.get("level") or level(inventory.kinds.get(rc["entity"])) for rc in lab["root_causes"]}
+        row = {"job": job_id, "group": groups[job_id], "full": {}, "no_baseline": {}}
+        for params in GRID:
+            row["full"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory, levels)
+        for method in BASELINES:
+            row[method] = _score([rc.entity for rc in run_baseline(job, method).root_causes], lab, inventory, levels)
+        job.baseline = []          # the same job with no fault-free period: the window alone
+        job.cache.clear()
+        for params in GRID:
+            row["no_baseline"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory,
+                                                levels)
+        job.con.close()
+        out.append(row)
+        if progress:
+            progress(f"[{n}/{len(labels)}] {job_id} {groups[job_id]}")
+    return out
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return round(100 * statistics.fmean(values), 1) if values else 0.0
+
+
+def leave_one_out(rows: list[dict]) -> list[dict]:
+    """One result per held-out group (and 'all', the cases of every group, each scored held out)."""
+    groups = sorted({r["group"] for r in rows})
+    results, held_all = [], []
+    for group in groups:
+        train = [r for r in rows if r["group"] != group]
+        test = [r for r in rows if r["group"] == group]
+
+        def train_pr1(p):
+            return statistics.fmean(r["full"][p][0] for r in train) if train else 0.0
+        best = max(GRID, key=lambda p: (round(train_pr1(p), 9), p == DEFAULT, -GRID.index(p)))
+        held_all += [(r, best) for r in test]
+        results.append(_result(group, test, best))
+    results.append(_result("all", [r for r, _ in held_all], None, chosen=[b for _, b in held_all]))
+    return results
+
+
+def _result(group: str, test: list[dict], best: RankingParams | None, chosen: list | None = None) -> dict:
+    chosen = chosen or [best] * len(test)
+    return {
+        "group": group, "cases": len(test),
+        "params": None if best is None else {k: getattr(best, k) for k in RankingParams.__dataclass_fields__},
+        "overview_pr1": _mean(r["full"][p][0] for r, p in zip(test, chosen)),
+        "overview_rr": _mean(r["full"][p][1] for r, p in zip(test, chosen)),
+        "defaults_pr1": _mean(r["full"][DEFAULT][0] for r in test),
+        "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
+        **{f"{m}_pr1": _mean(r[m][0] for r in test) for m in BASELINES},
+        **{f"{m}_rr": _mean(r[m][1] for r in test) for m in BASELINES},
+    }
+
+
+def table(results: list[dict]) -> str:
+    head = ("| held out | cases | overview PR@1 | overview RR | defaults PR@1 | no baseline PR@1 | NSigma PR@1 | "
+            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary) |")
+    lines = [head, "|" + "---|" * 10]
+    for r in results:
+        p = r["params"]
+        params = f"{p['z_min']:g}, {p['call_min']:g}, {p['client_weight']:g}, {p['secondary']:g}" if p else "per group"
+        lines.append(f"| {r['group']} | {r['cases']} | {r['overview_pr1']} | {r['overview_rr']} | {r['defaults_pr1']} | "
+                     f"{r['no_baseline_pr1']} | {r['nsigma_pr1']} | {r['baro_pr1']} | {r['random_pr1']} | {params} |")
+    return "\n".join(lines)
+
+
+def run(jobs_dir: Path, labels: Path | None = None, progress=None) -> list[dict]:
+    from rcagent.stability import find_jobs
+
+    jobs = find_jobs(jobs_dir)
+    labels = labels or labels_dir(jobs[0].parent)
+    if not labels.is_dir():
+        raise BadInput(f"--labels {labels}: not a folder")
+    return leave_one_out(measure(jobs, labels, progress))

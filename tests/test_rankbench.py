@@ -1,0 +1,52 @@
+"""`rcagent bench ranking`: leave-one-system-out choice of the ranking's parameters, on rows made here and
+on real jobs of three systems."""
+from __future__ import annotations
+
+import json
+
+from rcagent.rankbench import BASELINES, GRID, leave_one_out
+from rcagent.tools.overview import DEFAULT
+from tests.hostile import run_cli
+
+
+def _row(group, good):
+    """A job of `group` on which only the parameters in `good` find the root cause."""
+    return {"job": f"{group}-{id(good)}", "group": group,
+            "full": {p: ((1.0, 1.0) if p in good else (0.0, 0.2)) for p in GRID},
+            "no_baseline": {p: (0.0, 0.0) for p in GRID}, **{m: (0.0, 0.1) for m in BASELINES}}
+
+
+def test_parameters_are_chosen_on_the_other_groups_only():
+    a, b = GRID[0], GRID[-1]
+    rows = [_row("A", {a}) for _ in range(3)] + [_row("B", {b}) for _ in range(3)] + [_row("C", {b})]
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    # held out A: chosen on B and C, which prefer b, so A scores 0 although a would have found all of A
+    assert results["A"]["params"] == {k: getattr(b, k) for k in ("z_min", "call_min", "client_weight", "secondary")}
+    assert results["A"]["overview_pr1"] == 0.0
+    # held out B: chosen on A (a, 3 jobs) and C (b, 1 job): a wins, B scores 0
+    assert results["B"]["overview_pr1"] == 0.0
+    # held out C: chosen on A and B (a tie, 3 jobs each): the earlier grid setting, a; C scores 0
+    assert results["C"]["overview_pr1"] == 0.0
+    assert results["all"]["cases"] == 7
+
+
+def test_a_tie_goes_to_the_defaults():
+    rows = [_row("A", set(GRID)), _row("B", set(GRID))]
+    assert all(r["params"] is None or r["params"]["z_min"] == DEFAULT.z_min for r in leave_one_out(rows))
+
+
+def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):
+    root = tmp_path / "sample"
+    (root / "jobs").mkdir(parents=True)
+    (root / "labels").symlink_to(imported["dest"] / "labels")
+    jobs = sorted((imported["dest"] / "jobs").iterdir())
+    for prefix in ("tt-", "ss-", "cr-"):
+        for p in [j for j in jobs if j.name.startswith(prefix)][:3]:
+            (root / "jobs" / p.name).symlink_to(p)
+    (tmp_path / "ok").mkdir()
+    r = run_cli(["bench", "ranking", "--jobs", root, "--quiet", "--out", tmp_path / "ok" / "r.json"], tmp_path)
+    assert r.code == 0, r.err
+    results = json.loads((tmp_path / "ok" / "r.json").read_text())
+    assert [x["group"] for x in results] == ["OnlineBoutique", "SockShop", "TrainTicket", "all"]
+    assert all(x["cases"] == 3 for x in results[:3]) and results[-1]["cases"] == 9
+    assert "| SockShop | 3 |" in r.out
