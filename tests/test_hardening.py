@@ -254,4 +254,4 @@ def test_injection_names_are_inert_on_a_real_job(job_of, tmp_path):
         "SELECT action, valid, observation FROM steps ORDER BY step").fetchall()
     assert [valid for _, valid, _ in steps[:5]] == [1, 1, 1, 1, 1], steps[4]
     metrics_obs = steps[0][2]
-    assert "Metrics of" in metrics_obs and "cpu" in metrics_obs.lower()
+    assert metrics_obs.startswith(f"Metrics of {hostile} (pod") and "window mean" in metrics_obs

@@ -34,15 +34,20 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
                avg(value) FILTER (WHERE {job.in_window()}) AS w_mean,
                min(value) FILTER (WHERE {job.in_window()}) AS w_min,
                max(value) FILTER (WHERE {job.in_window()}) AS w_max,
-               count(value) FILTER (WHERE {job.in_window()}) AS w_n
+               count(value) FILTER (WHERE {job.in_window()}) AS w_n,
+               min(value, 2) FILTER (WHERE {job.in_window()}), max(value, 2) FILTER (WHERE {job.in_window()})
         FROM metrics WHERE {where} GROUP BY entity, metric""", params)
     out = []
-    for entity, name, b_mean, b_sd, b_n, w_mean, w_min, w_max, w_n in rows:
+    for entity, name, b_mean, b_sd, b_n, w_mean, w_min, w_max, w_n, low2, high2 in rows:
         out.append({"entity": entity, "metric": name, "b_mean": b_mean, "b_sd": b_sd, "b_n": b_n,
                     "w_mean": w_mean, "w_min": w_min, "w_max": w_max, "w_n": w_n,
-                    "score": deviation(b_mean, b_sd, w_min, w_max)})
+                    "score": deviation(b_mean, b_sd, second(low2), second(high2), name)})
     out.sort(key=lambda r: -abs(r["score"]))
     return out
+
+
+SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
+MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
 
 
 def like_escape(text: str) -> str:
@@ -50,15 +55,33 @@ def like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def deviation(b_mean, b_sd, w_min, w_max) -> float:
-    """Signed deviation of the window's most extreme value from the baseline, in floored sigmas.
+def second(extremes: list | None):
+    """The second most extreme of a window's values (given the two most extreme), or the only one: a
+    single sample (a spike) does not move a series."""
+    if not extremes:
+        return None
+    return extremes[1] if len(extremes) > 1 else extremes[0]
 
-    The floor (10% of the baseline mean, and a small absolute amount) keeps flat baselines from turning
-    noise into huge scores. A metric seen only in the window (no baseline) scores 0: nothing to compare.
+
+def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
+    """Signed deviation of the window's extreme value (callers pass the second most extreme: one spike
+    does not count) from the baseline mean, in floored standard deviations.
+
+    The floor is in the unit of the metric, read from its name: a percentage has one point (a success rate
+    falling from 100% to 85% is 15 sd, however flat its baseline); a time in seconds at least 10 ms, in
+    milliseconds at least 10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
+    baseline mean, and a small absolute amount, so that flat baselines do not turn noise into huge scores.
+    A metric seen only in the window (no baseline) scores 0: nothing to compare.
     """
     if b_mean is None or w_min is None or w_max is None:
         return 0.0
     sd = max(b_sd or 0.0, 0.1 * abs(b_mean), 1e-3)
+    if "%" in metric:   # a percentage: a few points matter whatever the level
+        sd = max(b_sd or 0.0, 1.0)
+    elif SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
+        sd = max(sd, 0.01)
+    elif MILLISECONDS.search(metric):
+        sd = max(sd, 10.0)
     up, down = (w_max - b_mean) / sd, (w_min - b_mean) / sd
     score = up if abs(up) >= abs(down) else down
     return max(-999.0, min(999.0, score))

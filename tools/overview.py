@@ -7,16 +7,23 @@ the baseline scaled by the change in user traffic. A service inherits its pods' 
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, one_of, table
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, one_of, second, table
 
 LIMIT = 15
+
+
+CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
+CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
+CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 
 
 def _log_ratio(w: float, b: float) -> float:
@@ -58,12 +65,12 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": []}
+    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": [], "changes": []}
     if job.rows.get("metrics"):
         rows["metrics"] = job.query(f"""
                 SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
                        stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                       min(value) FILTER (WHERE {job.in_window()}), max(value) FILTER (WHERE {job.in_window()})
+                       min(value, 2) FILTER (WHERE {job.in_window()}), max(value, 2) FILTER (WHERE {job.in_window()})
                 FROM metrics GROUP BY ALL""")
     if job.rows.get("traces") and job.baseline_seconds("traces"):
         edges(job)
@@ -76,6 +83,15 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
+    if job.rows.get("events"):
+        # changes (deployments, config pushes, scaling) in the window or shortly before it: the change
+        # of each entity nearest the window's end
+        since = job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S))
+        rows["changes"] = job.query("""
+                SELECT entity, max(timestamp), arg_max(coalesce(reason, ''), timestamp) FROM events
+                WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
+                  AND timestamp >= $since AND timestamp < $end GROUP BY entity""",
+                                    {"change": CHANGE, "since": since, "end": job.window.end})
     if job.rows.get("logs"):
         rows["logs"] = job.query(f"""
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
@@ -92,8 +108,8 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for entity, metric, b_mean, b_sd, w_min, w_max in rows["metrics"]:
-        z = deviation(b_mean, b_sd, w_min, w_max)
+    for entity, metric, b_mean, b_sd, w_low, w_high in rows["metrics"]:
+        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
         if abs(z) >= params.z_min:
             weight = params.client_weight if "client" in metric.lower() else 1.0
             found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
@@ -136,10 +152,44 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
+    for name, (at, reason) in _latest_changes(job, rows["changes"]).items():
+        # A change followed by a worse service from the changed entity (its own or its pods' errors,
+        # latency, success rate; not resource use, which any rollout moves) makes it the prime suspect:
+        # most production incidents follow a change. A change with no degradation after it adds nothing
+        # (harmless changes are the rule).
+        degraded = max((s for s, why, src in found.get(name, []) if _worse_service(why, src)), default=0.0)
+        if degraded:
+            found[name].append((CHANGE_SCORE + degraded, f"{reason or 'change'} at {at:%H:%M:%S} UTC, "
+                                                          "then its service degraded", "changes"))
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
     return job.cache[key]
+
+
+def _latest_changes(job: Job, changes: list[tuple]) -> dict[str, tuple]:
+    """entity -> (time, reason) of its latest change; a pod's change counts for its service."""
+    latest: dict[str, tuple] = {}
+    for entity, at, reason in changes:
+        ent = job.entities.get(entity)
+        name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
+        if name in job.entities and (name not in latest or at > latest[name][0]):
+            latest[name] = (at, reason)
+    return latest
+
+
+QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
+
+
+def _worse_service(reason: str, source: str) -> bool:
+    """A signal that says the entity serves worse: call and log signals, and quality metrics (success
+    rates down; error rates, latency up), not resource metrics."""
+    if source in ("calls", "logs"):
+        return True
+    if source != "metrics" or not QUALITY.search(reason):
+        return False
+    falling_is_bad = re.search(r"(?i)(success|availab)", reason) is not None
+    return (" down " in reason) == falling_is_bad
 
 
 def ranking(job: Job, kind: str | None = None,

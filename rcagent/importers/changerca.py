@@ -134,7 +134,7 @@ def _import_case(con, case: Path, dest: Path, report: ImportReport) -> None:
                 SELECT to_timestamp(60 * floor(TRY_CAST(r."Timestamp" AS BIGINT) / 60))::TIMESTAMP, f.pod,
                        {"$name || ' ' || f.edge" if per_edge else "$name"}, TRY_CAST(r."{col}" AS DOUBLE)
                 FROM {view} r JOIN file_of f USING (filename) LEFT JOIN cut ON cut.pod = f.pod
-                WHERE TRY_CAST(r."{col}" AS DOUBLE) IS NOT NULL AND TRY_CAST(r."Timestamp" AS BIGINT) IS NOT NULL
+                WHERE isfinite(TRY_CAST(r."{col}" AS DOUBLE)) AND TRY_CAST(r."Timestamp" AS BIGINT) IS NOT NULL
                   AND (cut.deleted_at IS NULL
                        OR to_timestamp(TRY_CAST(r."Timestamp" AS BIGINT))::TIMESTAMP <= cut.deleted_at)""",
                         {"name": name})
@@ -152,7 +152,7 @@ def _import_case(con, case: Path, dest: Path, report: ImportReport) -> None:
             con.execute(f"""
                 INSERT INTO m SELECT to_timestamp(60 * floor(TRY_CAST("timestamp" AS BIGINT) / 60))::TIMESTAMP,
                                      $entity, $name, TRY_CAST("{col.replace('"', '""')}" AS DOUBLE)
-                FROM {view} WHERE TRY_CAST("{col.replace('"', '""')}" AS DOUBLE) IS NOT NULL""",
+                FROM {view} WHERE isfinite(TRY_CAST("{col.replace('"', '""')}" AS DOUBLE))""",
                         {"entity": entity, "name": fmt.format(caller=caller, callee=callee)})
 
     pods = sorted({m.group("pod") for _, m in files} | {e[1] for e in events if e[2] in ("Created", "Deleted")})
