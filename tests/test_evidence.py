@@ -86,3 +86,23 @@ NAMES = r"(?i)(trainticket|train-ticket|onlineboutique|online boutique|hipster|s
 def test_no_dataset_system_or_service_name_in_the_ranking_code(path):
     text = (ROOT / path).read_text()
     assert not re.findall(NAMES, text), re.findall(NAMES, text)[:5]
+
+
+def test_a_new_pod_with_no_history_is_judged_against_its_peers(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    # peers: checkout-pod-1 serves 100% throughout; checkout-pod-2 is born in the window and serves 20%
+    rows += [(r[0], "checkout-pod-1", "success_rate(%)", 100.0) for r in rows if r[1] == "node-1"]
+    rows += [(r[0], "checkout-pod-2", "success_rate(%)", 20.0) for r in rows
+             if r[1] == "node-1" and r[0].minute >= 12]
+    con.execute("CREATE TABLE metrics (timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE)")
+    con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)", rows)
+    con.table("metrics").write_parquet(str(job / "metrics.parquet"))
+    ents = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.execute("CREATE TABLE entities (id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR)")
+    con.executemany("INSERT INTO entities VALUES (?, ?, ?, ?)", ents + [("checkout-pod-2", "pod", "checkout", "node-1")])
+    con.table("entities").write_parquet(str(job / "entities.parquet"))
+    con.close()
+    signals = scores(Job.load(job)).get("checkout-pod-2", [])
+    assert any("success_rate(%) down" in why and "against its peers" in why for _, why, _ in signals)

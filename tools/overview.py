@@ -65,7 +65,20 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": [], "changes": []}
+    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": [], "changes": [], "newborn": []}
+    if job.rows.get("metrics") and job.rows.get("entities"):
+        # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
+        # against the baseline of the other pods of their service (the peers they join or replace)
+        base, win = job.in_baseline("metrics"), job.in_window()
+        rows["newborn"] = job.query(f"""
+                WITH pods AS (SELECT id, service FROM entities WHERE kind = 'pod' AND service IS NOT NULL),
+                     own AS (SELECT m.entity, p.service, m.metric, count(value) FILTER (WHERE {base}) AS b_n,
+                                    min(value, 2) FILTER (WHERE {win}) AS lo, max(value, 2) FILTER (WHERE {win}) AS hi
+                             FROM metrics m JOIN pods p ON m.entity = p.id GROUP BY ALL),
+                     peers AS (SELECT p.service, m.metric, avg(value) AS b_mean, stddev_samp(value) AS b_sd
+                               FROM metrics m JOIN pods p ON m.entity = p.id WHERE {base} GROUP BY ALL)
+                SELECT own.entity, own.metric, peers.b_mean, peers.b_sd, own.lo, own.hi
+                FROM own JOIN peers USING (service, metric) WHERE own.b_n = 0 AND own.hi IS NOT NULL""")
     if job.rows.get("metrics"):
         rows["metrics"] = job.query(f"""
                 SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
@@ -108,12 +121,14 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for entity, metric, b_mean, b_sd, w_low, w_high in rows["metrics"]:
+    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
+               in rows["newborn"]]
+    for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
         if abs(z) >= params.z_min:
             weight = params.client_weight if "client" in metric.lower() else 1.0
             found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
-                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd", "metrics"))
+                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}", "metrics"))
     b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
     load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
     for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
