@@ -19,7 +19,7 @@ from typing import Callable
 
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.job import Job
-from rcagent.tools.overview import ranking
+from rcagent.tools.overview import CHANGE, ranking
 
 TOP = 10   # ranked entities kept in the diagnosis (the scorer reads at most ten)
 
@@ -76,10 +76,6 @@ def random_ranking(job: Job, seed: int = 0) -> Diagnosis:
     causes = [RootCause(e, job.entities[e].kind, round(1 / (i + 1), 3)) for i, e in enumerate(names[:TOP])]
     return Diagnosis(job=job.id, run_id="", root_causes=causes, root_cause="random ranking of the inventory",
                      finalized=True, backend="none", model="random", mode="random")
-
-
-# what an operator's change log calls a change (a deployment, a config push, a scaling)
-CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"
 
 
 def recent_change(job: Job) -> Diagnosis:

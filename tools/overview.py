@@ -1,9 +1,11 @@
 """overview(kind?): every entity ranked by how far its telemetry moved, rises and drops alike.
 
-Signals, each turned into a comparable score: metric deviation (floored sigmas, log-compressed),
-incoming request rate (log ratio, so a service that stops receiving calls ranks high), callee latency
-p95, cross-span gap, and the rate of warning/error-like log lines. Call and log rates are judged against
-the baseline scaled by the change in user traffic. A service inherits its pods' metric and log signals.
+Signals, each turned into a comparable score: metric deviation (floored sigmas in the metric's unit,
+log-compressed; a pod with no history against its peers), incoming request rate (log ratio, so a service
+that stops receiving calls ranks high), callee latency p95, cross-span gap, the rate of warning/error-like
+log lines, and a change (deployment, config push, scaling) followed by a degradation of the changed
+entity. Call and log rates are judged against the baseline scaled by the change in user traffic. A service
+inherits its pods' metric and log signals. No system, dataset or service is named here (a test checks).
 """
 from __future__ import annotations
 
@@ -115,7 +117,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
 
 
 def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[float, str, str]]]:
-    """entity -> [(score, reason, source)], best first; source is metrics, calls or logs. Cached on the job."""
+    """entity -> [(score, reason, source)], best first; source is metrics, calls, logs or changes. Cached on
+    the job."""
     key = ("overview", params)
     if key in job.cache:
         return job.cache[key]
