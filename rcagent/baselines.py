@@ -19,7 +19,7 @@ from typing import Callable
 
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.job import Job
-from rcagent.tools.overview import CHANGE, ranking
+from rcagent.tools.overview import latest_changes, ranking
 
 TOP = 10   # ranked entities kept in the diagnosis (the scorer reads at most ten)
 
@@ -81,15 +81,7 @@ def random_ranking(job: Job, seed: int = 0) -> Diagnosis:
 def recent_change(job: Job) -> Diagnosis:
     """Blame the most recent change: entities with a change event up to the window's end, the latest change
     first (a pod's change counts for its service). The floor a change-aware diagnosis must beat."""
-    rows = job.query("""SELECT entity, max(timestamp) FROM events
-                        WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
-                          AND timestamp < $end GROUP BY entity""", {"change": CHANGE, "end": job.window.end})
-    latest: dict[str, object] = {}
-    for entity, at in rows:
-        ent = job.entities.get(entity)
-        name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
-        if name in job.entities and (name not in latest or at > latest[name]):
-            latest[name] = at
+    latest = {name: at for name, (at, _) in latest_changes(job).items()}
     ranked = sorted(latest.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:TOP]
     causes = [RootCause(e, job.entities[e].kind, round(1 / (i + 1), 3)) for i, (e, _) in enumerate(ranked)]
     text = (f"recent-change: {ranked[0][0]} changed last, at {ranked[0][1]:%Y-%m-%d %H:%M:%S} UTC."

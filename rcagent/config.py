@@ -100,8 +100,7 @@ def load_settings(file: str | Path | None = None, **overrides) -> Settings:
         values.update(_checked(data, str(path)))
     values.update(_checked({k: v for k, v in overrides.items() if v is not None}, "command line"))
     settings = Settings(**values)
-    _check_url(settings.base_url, str(path) if "base_url" not in overrides or overrides["base_url"] is None
-               else "command line")
+    _check_url(settings.base_url, "command line" if overrides.get("base_url") else str(path))
     return settings
 
 

@@ -117,20 +117,15 @@ for name, meta, says in [
     analyze_with_meta(meta, says, name)
 
 
-@case("yaml-not-utf8", 2, "not UTF-8")
-def _(b):
+def _with_meta_bytes(b, data: bytes) -> list:
     job = b.job()
-    (job / "job.yaml").write_bytes(b"id: \xff\xfe tiny\n")
+    (job / "job.yaml").write_bytes(data)
     b.script()
     return b.analyze(job)
 
 
-@case("yaml-binary", 2, "binary content")
-def _(b):
-    job = b.job()
-    (job / "job.yaml").write_bytes(b"\x00\x01\x02ELF\x00" * 20)
-    b.script()
-    return b.analyze(job)
+case("yaml-not-utf8", 2, "not UTF-8")(lambda b: _with_meta_bytes(b, b"id: \xff\xfe tiny\n"))
+case("yaml-binary", 2, "binary content")(lambda b: _with_meta_bytes(b, b"\x00\x01\x02ELF\x00" * 20))
 
 
 @case("yaml-huge", 2, "bytes, more than")

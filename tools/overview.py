@@ -67,7 +67,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict[str, list[tuple]] = {"metrics": [], "calls": [], "logs": [], "changes": [], "newborn": []}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": []}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -98,15 +98,9 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
-    if job.rows.get("events"):
-        # changes (deployments, config pushes, scaling) in the window or shortly before it: the change
-        # of each entity nearest the window's end
-        since = job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S))
-        rows["changes"] = job.query("""
-                SELECT entity, max(timestamp), arg_max(coalesce(reason, ''), timestamp) FROM events
-                WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
-                  AND timestamp >= $since AND timestamp < $end GROUP BY entity""",
-                                    {"change": CHANGE, "since": since, "end": job.window.end})
+    # changes (deployments, config pushes, scaling) in the window or shortly before it
+    rows["changes"] = latest_changes(
+        job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
     if job.rows.get("logs"):
         rows["logs"] = job.query(f"""
                 SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
@@ -170,7 +164,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
-    for name, (at, reason) in _latest_changes(job, rows["changes"]).items():
+    for name, (at, reason) in rows["changes"].items():
         # A change followed by a worse service from the changed entity (its own or its pods' errors,
         # latency, success rate; not resource use, which any rollout moves) makes it the prime suspect:
         # most production incidents follow a change. A change with no degradation after it adds nothing
@@ -185,8 +179,16 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     return job.cache[key]
 
 
-def _latest_changes(job: Job, changes: list[tuple]) -> dict[str, tuple]:
-    """entity -> (time, reason) of its latest change; a pod's change counts for its service."""
+def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tuple]:
+    """entity -> (time, reason) of its latest change event from `since` (default: any time) to the window's
+    end; a pod's change counts for its service."""
+    if not job.rows.get("events"):
+        return {}
+    changes = job.query("""
+            SELECT entity, max(timestamp), arg_max(coalesce(reason, ''), timestamp) FROM events
+            WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
+              AND timestamp >= $since AND timestamp < $end GROUP BY entity""",
+                        {"change": CHANGE, "since": since or dt.datetime.min, "end": job.window.end})
     latest: dict[str, tuple] = {}
     for entity, at, reason in changes:
         ent = job.entities.get(entity)
