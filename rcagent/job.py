@@ -72,6 +72,7 @@ class Job:
     entities: dict[str, Entity] = field(default_factory=dict)
     cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
     source: str = ""                           # the public dataset the job was imported from, if known
+    onset: dt.datetime | None = None           # found inside the window when the job came with no baseline
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # ---- loading -------------------------------------------------------------------------------
@@ -102,6 +103,9 @@ class Job:
                     "UNION SELECT DISTINCT entity FROM traces").fetchall():
                 if name:
                     job.entities[name] = Entity(name, "unknown")
+        if not job.baseline:
+            from rcagent.onset import split_at_onset   # onset reads the job through its tools' helpers
+            split_at_onset(job)
         return job
 
     def _table_file(self, table: str, declared: str | None) -> Path | None:

@@ -19,11 +19,12 @@ from typing import Callable
 from rcagent.baselines import run_baseline
 from rcagent.errors import BadInput
 from rcagent.labels import labels_dir, load_label
+from rcagent.onset import split_at_onset
 from rcagent.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
-GRID = [RankingParams(z, c, w, s) for z, c, w, s in
-        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5))]
+GRID = [RankingParams(*values) for values in
+        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0))]
 BASELINES = ("nsigma", "baro", "random")
 
 
@@ -63,8 +64,9 @@ def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None]
             row["full"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory, levels)
         for method in BASELINES:
             row[method] = _score([rc.entity for rc in run_baseline(job, method).root_causes], lab, inventory, levels)
-        job.baseline = []          # the same job with no fault-free period: the window alone
-        job.cache.clear()
+        job.baseline = []          # the same job with no fault-free period: the window alone, split at
+        job.cache.clear()          # its onset as Job.load splits a job that comes without a baseline
+        split_at_onset(job)
         for params in GRID:
             row["no_baseline"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory,
                                                 levels)
@@ -113,11 +115,11 @@ def _result(group: str, test: list[dict], best: RankingParams | None, chosen: li
 
 def table(results: list[dict]) -> str:
     head = ("| held out | cases | overview PR@1 | overview RR | defaults PR@1 | no baseline PR@1 | NSigma PR@1 | "
-            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary) |")
+            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary, symptom) |")
     lines = [head, "|" + "---|" * 10]
     for r in results:
         p = r["params"]
-        params = f"{p['z_min']:g}, {p['call_min']:g}, {p['client_weight']:g}, {p['secondary']:g}" if p else "per group"
+        params = ", ".join(f"{v:g}" for v in p.values()) if p else "per group"
         lines.append(f"| {r['group']} | {r['cases']} | {r['overview_pr1']} | {r['overview_rr']} | {r['defaults_pr1']} | "
                      f"{r['no_baseline_pr1']} | {r['nsigma_pr1']} | {r['baro_pr1']} | {r['random_pr1']} | {params} |")
     return "\n".join(lines)

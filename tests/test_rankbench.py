@@ -2,6 +2,7 @@
 on real jobs of three systems."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from rcagent.rankbench import BASELINES, GRID, leave_one_out
@@ -21,7 +22,7 @@ def test_parameters_are_chosen_on_the_other_groups_only():
     rows = [_row("A", {a}) for _ in range(3)] + [_row("B", {b}) for _ in range(3)] + [_row("C", {b})]
     results = {r["group"]: r for r in leave_one_out(rows)}
     # held out A: chosen on B and C, which prefer b, so A scores 0 although a would have found all of A
-    assert results["A"]["params"] == {k: getattr(b, k) for k in ("z_min", "call_min", "client_weight", "secondary")}
+    assert results["A"]["params"] == dataclasses.asdict(b)
     assert results["A"]["overview_pr1"] == 0.0
     # held out B: chosen on A (a, 3 jobs) and C (b, 1 job): a wins, B scores 0
     assert results["B"]["overview_pr1"] == 0.0

@@ -63,6 +63,18 @@ def second(extremes: list | None):
     return extremes[1] if len(extremes) > 1 else extremes[0]
 
 
+def floor(mean: float, metric: str = "") -> float:
+    """The smallest standard deviation a series of this metric is given (see deviation)."""
+    if "%" in metric:   # a percentage: a few points matter whatever the level
+        return 1.0
+    least = max(0.1 * abs(mean), 1e-3)
+    if SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
+        return max(least, 0.01)
+    if MILLISECONDS.search(metric):
+        return max(least, 10.0)
+    return least
+
+
 def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
     """Signed deviation of the window's extreme value (callers pass the second most extreme: one spike
     does not count) from the baseline mean, in floored standard deviations.
@@ -75,13 +87,7 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
     """
     if b_mean is None or w_min is None or w_max is None:
         return 0.0
-    sd = max(b_sd or 0.0, 0.1 * abs(b_mean), 1e-3)
-    if "%" in metric:   # a percentage: a few points matter whatever the level
-        sd = max(b_sd or 0.0, 1.0)
-    elif SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
-        sd = max(sd, 0.01)
-    elif MILLISECONDS.search(metric):
-        sd = max(sd, 10.0)
+    sd = max(b_sd or 0.0, floor(b_mean, metric))
     up, down = (w_max - b_mean) / sd, (w_min - b_mean) / sd
     score = up if abs(up) >= abs(down) else down
     return max(-999.0, min(999.0, score))

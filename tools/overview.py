@@ -12,20 +12,24 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
 from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, one_of, second, table
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, floor, one_of, second, table
 
 LIMIT = 15
 
 
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
-CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
+CHANGE_SCORE = 60.0
+GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
+PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
+LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 
 
 def _log_ratio(w: float, b: float) -> float:
@@ -58,6 +62,7 @@ class RankingParams:
     call_min: float = 5.0       # a call or log signal counts from this score (10 x |log2 ratio|, ...)
     client_weight: float = 0.5  # a client-side latency measures the entity's dependencies more than itself
     secondary: float = 0.25     # weight of an entity's second and further independent sources of evidence
+    symptom: float = 0.5        # weight of a latency that its callees explain (the entity's own time did not grow)
 
 
 DEFAULT = RankingParams()
@@ -67,7 +72,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": []}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -98,14 +103,20 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
+        rows["own"] = own_time(job)
     # changes (deployments, config pushes, scaling) in the window or shortly before it
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
     if job.rows.get("logs"):
+        # per entity and log template (numbers and long hex ids masked; a "#46" source line number kept):
+        # lines in the baseline and in the window, and whether the lines read as warnings or errors
+        base, win = job.in_baseline("logs"), job.in_window()
         rows["logs"] = job.query(f"""
-                SELECT entity, count(*) FILTER (WHERE {job.in_baseline('logs')}), count(*) FILTER (WHERE {job.in_window()})
-                FROM logs WHERE {one_of('upper(level)', 'levels')} OR regexp_matches(message, $words)
-                GROUP BY 1""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
+                SELECT entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
+                                        '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
+                       {one_of('upper(level)', 'levels')} OR regexp_matches(message, $words) AS bad,
+                       count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
+                FROM logs WHERE {base} OR {win} GROUP BY ALL""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
     job.cache["overview_rows"] = rows
     return rows
 
@@ -122,10 +133,17 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
                in rows["newborn"]]
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
-        if abs(z) >= params.z_min:
+        if abs(z) >= params.z_min and not _better(metric, z):
             weight = params.client_weight if "client" in metric.lower() else 1.0
             found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
                                   f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}", "metrics"))
+    if job.onset is not None:
+        # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
+        # out although its own history is unknown
+        for entity, metric, z in peer_outliers(job):
+            if abs(z) >= params.z_min and not _better(metric, z):
+                found[entity].append((6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off its replicas (no baseline)",
+                                      "metrics"))
     b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
     load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
     for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
@@ -138,24 +156,31 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             s = _log_ratio(w_rate, b_rate)
             if s >= params.call_min:
                 found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
+        own_b, own_w = rows["own"].get(name, (None, None))
+        own_rose = None   # unknown without own times
+        if b and w and own_b is not None and own_w is not None:
+            # time spent in the entity itself per call (its spans minus their children): what it adds to
+            # a request, as opposed to what its callees add
+            s = _log_ratio(own_w / w, own_b / b)
+            own_rose = own_w / w - own_b / b >= GAP_MIN_MS and s >= params.call_min
+            if own_rose:
+                found[name].append((s, f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms", "calls"))
         if b95 is not None and w95 is not None:
             s = _log_ratio(w95, b95)
             if s >= params.call_min:
-                found[name].append((s, f"latency p95 {b95:.0f}->{w95:.0f} ms", "calls"))
-        if bgap is not None and wgap is not None:
+                # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
+                weight = params.symptom if own_rose is False and w95 > b95 else 1.0
+                found[name].append((weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
+                                    + (" (waiting on callees)" if weight < 1 else ""), "calls"))
+        if bgap is not None and wgap is not None and wgap - max(bgap, 0.0) >= GAP_MIN_MS:
+            # only a wider gap (time spent between a caller's call and the callee's span: network, queues)
             s = _log_ratio(wgap, bgap)
             if s >= params.call_min:
                 found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
         if err:
             found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
-    lb_min = job.baseline_seconds("logs") / 60
-    for entity, b, w in rows["logs"]:
-        b_rate = load * b / lb_min if lb_min else 0.0
-        w_rate = w / w_min
-        if w_rate > b_rate:
-            s = 10 * (w_rate - b_rate) / math.sqrt(b_rate + 1)
-            if s >= params.call_min:
-                found[entity].append((min(s, 100.0), f"error-like logs {b_rate:.1f}->{w_rate:.1f}/min", "logs"))
+    for entity, sig in _log_signals(rows["logs"], load * job.baseline_seconds("logs") / 60, w_min, params):
+        found[entity].append(sig)
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
@@ -177,6 +202,77 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
     return job.cache[key]
+
+
+def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
+    """(pod, metric, robust z) of each pod's window mean against the other pods of its service (replicas
+    should behave alike): (value - median) / (1.4826 x MAD), the spread floored in the metric's unit.
+    Services are not compared with each other: their normal levels differ by multiples."""
+    rows = job.query(f"SELECT entity, metric, avg(value) FROM metrics WHERE {job.in_window()} GROUP BY ALL") \
+        if job.rows.get("metrics") else []
+    groups: dict[tuple, list] = defaultdict(list)
+    for entity, metric, value in rows:
+        ent = job.entities.get(entity)
+        if ent is not None and ent.kind == "pod" and ent.service and value is not None:
+            groups[(ent.service, metric)].append((entity, value))
+    out = []
+    for (_, metric), members in groups.items():
+        if len(members) < PEERS_MIN:
+            continue
+        values = sorted(v for _, v in members)
+        median = statistics.median(values)
+        mad = statistics.median(abs(v - median) for v in values)
+        spread = max(1.4826 * mad, floor(median, metric))
+        out += [(entity, metric, (value - median) / spread) for entity, value in members]
+    return out
+
+
+def own_time(job: Job) -> dict[str, tuple]:
+    """service or pod -> (own time in the baseline, in the window), in ms: the sum over its spans of the
+    span's duration minus its direct children's (at least 0), i.e. the time not spent waiting for callees."""
+    win, base = job.in_window("start"), job.in_baseline("traces", "start")
+    job.con.execute("""
+        CREATE OR REPLACE TEMP TABLE own_spans AS
+        SELECT p.svc, p.entity, p.start, greatest(p.duration_ms - coalesce(sum(c.duration_ms), 0), 0) AS own_ms
+        FROM spans p LEFT JOIN spans c ON c.trace_id = p.trace_id AND c.parent_id = p.span_id
+        GROUP BY p.trace_id, p.span_id, p.svc, p.entity, p.start, p.duration_ms""")
+    out = {}
+    for column in ("svc", "entity"):
+        for name, b, w in job.query(f"""SELECT {column}, sum(own_ms) FILTER (WHERE {base}),
+                                               sum(own_ms) FILTER (WHERE {win})
+                                        FROM own_spans WHERE {column} IS NOT NULL GROUP BY 1"""):
+            out[name] = (b, w)
+    return out
+
+
+def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingParams):
+    """(entity, signal) from per-template log counts. Error-like lines are judged by their share of the
+    entity's lines (a service that logs a warning per request logs more of them when it is busier, not
+    because it fails), by their rate where the entity has no baseline lines; a routine line that the entity
+    wrote steadily in the baseline and stopped writing while it still logs means its code took another path.
+    b_min is the baseline's length in minutes scaled by the change in user traffic."""
+    per: dict[str, list] = defaultdict(list)
+    for entity, line, bad, b, w in lines:
+        per[entity].append((line, bad, b, w))
+    for entity, items in per.items():
+        b_all, w_all = sum(b for _, _, b, _ in items), sum(w for _, _, _, w in items)
+        b_bad, w_bad = sum(b for _, bad, b, _ in items if bad), sum(w for _, bad, _, w in items if bad)
+        if b_all >= 10:
+            expected = w_all * b_bad / b_all
+        else:
+            expected = b_bad / b_min * w_min if b_min else 0.0
+        if w_bad > expected:
+            s = 10 * (w_bad - expected) / w_min / math.sqrt(expected / w_min + 1)
+            if s >= params.call_min:
+                yield entity, (min(s, 100.0), f"error-like logs {expected / w_min:.1f}->{w_bad / w_min:.1f}/min "
+                                              f"(expected from its log volume)", "logs")
+        if b_all < 10 or w_all < 5:
+            continue
+        for line, bad, b, w in items:
+            expected = w_all * b / b_all
+            if not bad and w == 0 and expected >= LINE_MIN:
+                yield entity, (_log_ratio(expected / w_min, 0), f"log line stopped ({expected:.0f} expected): "
+                                                                 f"{line[:80]}", "logs")
 
 
 def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tuple]:
@@ -210,6 +306,15 @@ def _worse_service(reason: str, source: str) -> bool:
         return False
     falling_is_bad = re.search(r"(?i)(success|availab)", reason) is not None
     return (" down " in reason) == falling_is_bad
+
+
+def _better(metric: str, z: float) -> bool:
+    """A quality metric that moved the good way (a success rate or availability up; errors, failures,
+    latency down): an improvement is no evidence of a fault."""
+    if not QUALITY.search(metric):
+        return False
+    higher_is_better = re.search(r"(?i)(success|availab)", metric) is not None
+    return (z > 0) == higher_is_better
 
 
 def ranking(job: Job, kind: str | None = None,

@@ -1,0 +1,102 @@
+"""The onset of an incident inside its window, for jobs that come without a fault-free baseline.
+
+Every series the job has inside the window (each metric of each entity; each service's span count, mean
+duration and error count; each entity's warning/error log count) is cut into BUCKETS equal time buckets.
+For every candidate split the share of a series' variance that a step at that split explains (between-
+segment sum of squares over total) is summed over all series: the onset is the split that the most series
+agree on. Before the onset then serves as the baseline and the rest as the window, so every tool compares
+like with like. A single mean-shift split by cumulative sums is all this needs: one vectorised pass over
+all series (a change-point library would loop over tens of thousands of series one by one).
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+
+from rcagent.job import Job, Period
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, one_of
+
+BUCKETS = 30      # time buckets the window is cut into
+MIN_POINTS = 2    # buckets with data a series needs on each side of a split
+MIN_SHARE = 0.15  # the onset leaves at least this share of the window on each side
+
+
+def _series(job: Job, width: float) -> list[tuple]:
+    """(series key, bucket index, value) of every series inside the window."""
+    start = job.window.start
+    bucket = f"floor(epoch(CAST({{col}} AS TIMESTAMP) - TIMESTAMP '{start}') / {width})"
+    out: list[tuple] = []
+    if job.rows.get("metrics"):
+        out += job.query(f"""SELECT 'm' || entity || chr(0) || metric, {bucket.format(col='timestamp')}, avg(value)
+                             FROM metrics WHERE {job.in_window()} AND value IS NOT NULL GROUP BY 1, 2""")
+    if job.rows.get("traces"):
+        b = bucket.format(col="start")
+        for name, agg in (("calls", "count(*)"), ("duration", "avg(duration_ms)"),
+                          ("errors", "count(*) FILTER (WHERE upper(coalesce(status, '')) IN ('ERROR', "
+                                     "'STATUS_CODE_ERROR', '2') OR status LIKE '5%')")):
+            out += job.query(f"""SELECT 't{name}' || chr(0) || coalesce(service, entity), {b}, {agg}
+                                 FROM traces WHERE {job.in_window('start')} GROUP BY 1, 2""")
+    if job.rows.get("logs"):
+        out += job.query(f"""SELECT 'l' || entity, {bucket.format(col='timestamp')}, count(*) FROM logs
+                             WHERE {job.in_window()} AND ({one_of('upper(level)', 'levels')}
+                                                          OR regexp_matches(message, $words)) GROUP BY 1, 2""",
+                         {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
+    return out
+
+
+def step_scores(matrix: np.ndarray) -> np.ndarray:
+    """For a (series x buckets) matrix with NaN where a series has no value: per split k (between bucket
+    k-1 and k), the summed share of each series' variance explained by a step at k."""
+    have = ~np.isnan(matrix)
+    x = np.where(have, matrix, 0.0)
+    n = have.sum(axis=1, keepdims=True).astype(float)
+    total = x.sum(axis=1, keepdims=True)
+    sse = (np.where(have, (matrix - total / np.maximum(n, 1)) ** 2, 0.0)).sum(axis=1)
+    n1 = np.cumsum(have, axis=1)[:, :-1].astype(float)      # points left of split k = 1..B-1
+    s1 = np.cumsum(x, axis=1)[:, :-1]
+    n2, s2 = n - n1, total - s1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = n1 * n2 / n * (s1 / n1 - s2 / n2) ** 2
+        share = between / sse[:, None]
+    ok = (n1 >= MIN_POINTS) & (n2 >= MIN_POINTS) & (sse[:, None] > 0)
+    return np.where(ok, share, 0.0).sum(axis=0)
+
+
+def find_onset(job: Job) -> dt.datetime | None:
+    """The time inside the window where the most series shift, or None (no series, or no split leaves
+    MIN_SHARE of the window on each side)."""
+    width = job.window.seconds / BUCKETS
+    if width <= 0:
+        return None
+    rows = _series(job, width)
+    keys = {k: i for i, k in enumerate(sorted({r[0] for r in rows}))}
+    if not keys:
+        return None
+    matrix = np.full((len(keys), BUCKETS), np.nan)
+    for key, k, value in rows:
+        if value is not None and 0 <= k < BUCKETS:
+            matrix[keys[key], int(k)] = float(value)
+    scores = step_scores(matrix)
+    edge = max(1, int(BUCKETS * MIN_SHARE))
+    scores[: edge - 1] = 0.0
+    scores[BUCKETS - edge:] = 0.0
+    if not scores.any():
+        return None
+    split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
+    return job.window.start + dt.timedelta(seconds=split * width)
+
+
+def split_at_onset(job: Job) -> dt.datetime | None:
+    """For a job with no baseline: the window before the onset becomes the baseline (for every table) and
+    the window starts at the onset. Returns the onset, or None (the job is left as it was)."""
+    if job.baseline:
+        return None
+    onset = find_onset(job)
+    if onset is None:
+        return None
+    job.baseline = [Period(job.window.start, onset)]
+    job.window = Period(onset, job.window.end, job.window.tables)
+    job.onset = onset
+    job.cache.clear()
+    return onset
