@@ -230,6 +230,8 @@ class Job:
         missing = [t for t in TABLES if not self.rows.get(t)]
         text = (f"System: {self.system}\nFlagged window: {self.window.start} to {self.window.end} UTC\n"
                 f"Baseline: " + "; ".join(f"{p.start} to {p.end} ({', '.join(p.tables)})" for p in self.baseline)
+                + (f" (none came with the job: the window before the onset found at {self.onset} UTC)"
+                   if self.onset else "")
                 + f"\nInventory: {inv}\nRows: {tables}")
         if missing:
             text += f"\nNo data for: {', '.join(missing)}"

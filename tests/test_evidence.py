@@ -1,16 +1,21 @@
-"""The evidence ranking's signals: unit-aware floors, spikes, changes followed by a degradation; on small
-made-up series and on the real ChangeRCA cases; and no dataset, system or service name in its code."""
+"""The evidence ranking's signals: unit-aware floors, spikes, changes followed by a degradation, log lines
+by template, own time against waiting on callees, improvements ignored, the onset of a job without a
+baseline and pods against their replicas; on small made-up series and on real cases; and no dataset,
+system or service name in its code."""
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from rcagent.job import Job
+from rcagent.onset import split_at_onset, step_scores
 from rcagent.tools.common import deviation, second
-from rcagent.tools.overview import ranking, scores
+from rcagent.tools.overview import overview, ranking, scores
 from tests.hostile import make_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +80,7 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
 
 
-RANKING_CODE = ["tools/overview.py", "tools/common.py", "tools/calls.py", "rcagent/baselines.py",
+RANKING_CODE = ["tools/overview.py", "tools/common.py", "tools/calls.py", "rcagent/onset.py", "rcagent/baselines.py",
                 "rcagent/fusion.py", "rcagent/explain.py"]
 NAMES = r"(?i)(trainticket|train-ticket|onlineboutique|online boutique|hipster|sockshop|sock-shop|petsite|" \
         r"petshop|changerca|nezha|\brcd\b|ts-[a-z]+-service|frontend|checkoutservice|adservice|cartservice|" \
@@ -106,3 +111,140 @@ def test_a_new_pod_with_no_history_is_judged_against_its_peers(tmp_path):
     con.close()
     signals = scores(Job.load(job)).get("checkout-pod-2", [])
     assert any("success_rate(%) down" in why and "against its peers" in why for _, why, _ in signals)
+
+
+def _write(job: Path, table: str, columns: str, rows: list[tuple]) -> None:
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE {table} ({columns})")
+    con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    con.table(table).write_parquet(str(job / f"{table}.parquet"))
+    con.close()
+
+
+LOGS = "timestamp TIMESTAMP, entity VARCHAR, level VARCHAR, message VARCHAR, trace_id VARCHAR"
+
+
+def test_a_routine_log_line_that_stops_flags_its_entity_and_a_busier_warning_does_not(tmp_path):
+    job = make_job(tmp_path / "j")
+    rows = []
+    for minute in range(20):
+        for second in range(0, 60, 6):
+            t = f"2024-01-01 00:{minute:02d}:{second:02d}"
+            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
+            if minute < 10:   # the line at #46 is written on every order until the window
+                rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
+            # frontend warns on every request; in the window it serves twice as many, so twice the warnings
+            for _ in range(2 if minute >= 10 else 1):
+                rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+                rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 cache miss for item {second}", None))
+    _write(job, "logs", LOGS, rows)
+    found = scores(Job.load(job))
+    assert any(src == "logs" and "log line stopped" in why and "c.Pay#46" in why
+               for _, why, src in found["checkout-pod-1"])
+    assert not any(src == "logs" for _, _, src in found.get("frontend", []))
+
+
+def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
+    job = make_job(tmp_path / "j")
+    rows = []
+    for minute in range(20):
+        for second in range(0, 60, 6):
+            t = f"2024-01-01 00:{minute:02d}:{second:02d}"
+            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+            if minute >= 10 or second == 0:
+                rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 upstream timeout", None))
+    _write(job, "logs", LOGS, rows)
+    assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
+
+
+def test_a_caller_slowed_by_its_callee_ranks_below_the_callee(tmp_path):
+    # make_job: frontend (320 ms) waits on checkout (300 ms); frontend's own time stays 15-20 ms
+    found = scores(Job.load(make_job(tmp_path / "j")))
+    front = [why for _, why, src in found["frontend"] if src == "calls"]
+    assert any("waiting on callees" in why for why in front)
+    assert any("own time per call" in why for _, why, _ in found["checkout"])
+    assert not any("own time per call" in why for why in front)
+    order = [e for e, _, _ in ranking(Job.load(make_job(tmp_path / "k")), kind="service")]
+    assert order.index("checkout") < order.index("frontend")
+
+
+def test_a_quality_metric_that_improved_is_no_evidence(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # the node's availability was 0 in the baseline (a bad day) and is 100 in the window
+    rows += [(r[0], "node-1", "availability_average", 100.0 if r[0].minute >= 10 else 0.0) for r in rows
+             if r[1] == "node-1"]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    assert not any("availability" in why for _, why, _ in scores(Job.load(job)).get("node-1", []))
+
+
+NO_BASELINE = """id: nobase
+system: test
+alert: checkout latency high
+window: {start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:20:00Z'}
+baseline: []
+"""
+
+
+def test_a_window_with_no_baseline_is_split_at_its_onset(tmp_path):
+    # every series of make_job steps at minute 12; the job gives the whole 20 minutes as its window
+    job = Job.load(make_job(tmp_path / "j", meta=NO_BASELINE))
+    assert job.onset is not None and abs((job.onset - dt.datetime(2024, 1, 1, 0, 12)).total_seconds()) <= 60
+    assert job.baseline[0].end == job.window.start == job.onset
+    top = ranking(job)
+    assert top and top[0][0] in ("checkout", "checkout-pod-1")
+    assert "No entity moved" not in overview(job)
+    assert "onset" in job.summary()
+
+
+def test_a_step_is_found_where_the_series_agree():
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(0, 1, (40, 30))
+    matrix[:10, 18:] += 5          # ten series step at bucket 18, the rest is noise
+    matrix[10:15, ::2] = np.nan    # gaps do not matter
+    assert int(np.argmax(step_scores(matrix))) + 1 == 18
+
+
+def test_a_pod_far_from_its_replicas_is_flagged_without_a_baseline(tmp_path):
+    job = make_job(tmp_path / "j", meta=NO_BASELINE)
+    rows = [(f"2024-01-01 00:{m:02d}:00", f"checkout-pod-{i}", "error_rate", 0.5 if i == 3 else 0.01 + 0.001 * i)
+            for m in range(20) for i in (1, 2, 3, 4)]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [("checkout", "service", "checkout", None), ("frontend", "service", "frontend", None)]
+           + [(f"checkout-pod-{i}", "pod", "checkout", "node-1") for i in (1, 2, 3, 4)])
+    found = scores(Job.load(job))
+    assert any("off its replicas" in why for _, why, _ in found["checkout-pod-3"])
+    assert not any("off its replicas" in why for p in (1, 2, 4) for _, why, _ in found.get(f"checkout-pod-{p}", []))
+
+
+def test_on_real_jobs_without_their_baseline_an_onset_is_found_near_the_injection(imported, labels):
+    near = total = 0
+    for job_id, lab in labels.items():
+        if not lab.get("inject_time"):
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        window = job.window
+        job.baseline, job.cache = [], {}
+        onset = split_at_onset(job)
+        assert onset is not None and window.start < onset < window.end, job_id
+        assert ranking(job), job_id          # never "nothing moved" while series move
+        injected = dt.datetime.fromisoformat(str(lab["inject_time"]).replace("Z", ""))
+        total += 1
+        near += abs((onset - injected).total_seconds()) <= 120
+        job.con.close()
+    assert total >= 40 and near >= 0.8 * total, (near, total)
+
+
+def test_on_a_real_code_fault_the_stopped_log_line_names_the_culprit(imported, labels):
+    named = 0
+    for job_id, lab in labels.items():
+        if lab.get("fault_type") not in ("exception", "return"):
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        culprit = lab["root_causes"][0]["entity"]
+        named += any("log line stopped" in why for _, why, _ in scores(job).get(culprit, []))
+        job.con.close()
+    assert named >= 3
