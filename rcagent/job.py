@@ -72,7 +72,7 @@ class Job:
     entities: dict[str, Entity] = field(default_factory=dict)
     cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
     source: str = ""                           # the public dataset the job was imported from, if known
-    onset: dt.datetime | None = None           # found inside the window when the job came with no baseline
+    onset: Period | None = None  # the window before the onset found in it: the baseline of tables given none
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # ---- loading -------------------------------------------------------------------------------
@@ -103,9 +103,8 @@ class Job:
                     "UNION SELECT DISTINCT entity FROM traces").fetchall():
                 if name:
                     job.entities[name] = Entity(name, "unknown")
-        if not job.baseline:
-            from rcagent.onset import split_at_onset   # onset reads the job through its tools' helpers
-            split_at_onset(job)
+        from rcagent.onset import split_at_onset   # onset reads the job through its tools' helpers
+        split_at_onset(job)
         return job
 
     def _table_file(self, table: str, declared: str | None) -> Path | None:
@@ -192,6 +191,21 @@ class Job:
     def baseline_seconds(self, table: str) -> float:
         return sum(p.seconds for p in self.baseline if table in p.tables)
 
+    def observed_seconds(self, table: str, window: bool = True) -> float:
+        """Seconds of the window (or of the table's baseline periods) that the table's data spans: rates
+        are counts over the time that was recorded, not over a period the collector only partly covered."""
+        if not self.rows.get(table):
+            return 0.0
+        key = ("span", table)
+        if key not in self.cache:
+            column = "start" if table == "traces" else "timestamp"
+            self.cache[key] = self.query(f"SELECT min({column}), max({column}) FROM {table}")[0]
+        first, last = self.cache[key]
+        periods = [self.window] if window else [p for p in self.baseline if table in p.tables]
+        if first is None:
+            return 0.0
+        return sum(max(0.0, (min(p.end, last) - max(p.start, first)).total_seconds()) for p in periods)
+
     # ---- entities ------------------------------------------------------------------------------
     def resolve(self, name: str) -> Entity:
         """An inventory entity by exact, case-insensitive, unique-prefix or fuzzy match."""
@@ -230,7 +244,8 @@ class Job:
         missing = [t for t in TABLES if not self.rows.get(t)]
         text = (f"System: {self.system}\nFlagged window: {self.window.start} to {self.window.end} UTC\n"
                 f"Baseline: " + "; ".join(f"{p.start} to {p.end} ({', '.join(p.tables)})" for p in self.baseline)
-                + (f" (none came with the job: the window before the onset found at {self.onset} UTC)"
+                + (f" (for {', '.join(self.onset.tables)}, which came with none: the window before the onset "
+                   f"found at {self.onset.end} UTC)"
                    if self.onset else "")
                 + f"\nInventory: {inv}\nRows: {tables}")
         if missing:

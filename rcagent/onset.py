@@ -1,4 +1,5 @@
-"""The onset of an incident inside its window, for jobs that come without a fault-free baseline.
+"""The onset of an incident inside its window, for jobs (or tables of a job) that come without a fault-free
+baseline.
 
 Every series the job has inside the window (each metric of each entity; each service's span count, mean
 duration and error count; each entity's warning/error log count) is cut into BUCKETS equal time buckets.
@@ -87,16 +88,33 @@ def find_onset(job: Job) -> dt.datetime | None:
     return job.window.start + dt.timedelta(seconds=split * width)
 
 
+SERIES_TABLES = ("metrics", "traces", "logs")
+
+
 def split_at_onset(job: Job) -> dt.datetime | None:
-    """For a job with no baseline: the window before the onset becomes the baseline (for every table) and
-    the window starts at the onset. Returns the onset, or None (the job is left as it was)."""
-    if job.baseline:
+    """For a job with a table of series (metrics, traces, logs) that no baseline period covers: the window
+    before the onset becomes the baseline of those tables, and the window starts at the onset. Returns the
+    onset, or None (the job is left as it was)."""
+    bare = tuple(t for t in SERIES_TABLES if job.rows.get(t) and not job.baseline_seconds(t))
+    if not bare:
         return None
     onset = find_onset(job)
     if onset is None:
         return None
-    job.baseline = [Period(job.window.start, onset)]
+    job.onset = Period(job.window.start, onset, bare)
+    job.baseline = job.baseline + [job.onset]
     job.window = Period(onset, job.window.end, job.window.tables)
-    job.onset = onset
     job.cache.clear()
     return onset
+
+
+def without_baseline(job: Job) -> dt.datetime | None:
+    """The job as if it had come with no baseline at all: its window as given, split at its own onset (the
+    "no baseline" variant of `rcagent bench ranking`)."""
+    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
+        job.window = Period(job.onset.start, job.window.end, job.window.tables)
+        job.onset = None
+    job.baseline = []
+    job.cache.clear()
+    return split_at_onset(job)
+

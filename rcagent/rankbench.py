@@ -19,7 +19,7 @@ from typing import Callable
 from rcagent.baselines import run_baseline
 from rcagent.errors import BadInput
 from rcagent.labels import labels_dir, load_label
-from rcagent.onset import split_at_onset
+from rcagent.onset import without_baseline
 from rcagent.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
@@ -64,9 +64,7 @@ def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None]
             row["full"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory, levels)
         for method in BASELINES:
             row[method] = _score([rc.entity for rc in run_baseline(job, method).root_causes], lab, inventory, levels)
-        job.baseline = []          # the same job with no fault-free period: the window alone, split at
-        job.cache.clear()          # its onset as Job.load splits a job that comes without a baseline
-        split_at_onset(job)
+        without_baseline(job)      # the same job with no fault-free period: its window split at its onset
         for params in GRID:
             row["no_baseline"][params] = _score([e for e, _, _ in ranking(job, params=params)], lab, inventory,
                                                 levels)

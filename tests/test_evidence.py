@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rcagent.job import Job
-from rcagent.onset import split_at_onset, step_scores
+from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.common import deviation, second
 from rcagent.tools.overview import overview, ranking, scores
 from tests.hostile import make_job
@@ -191,8 +191,8 @@ baseline: []
 def test_a_window_with_no_baseline_is_split_at_its_onset(tmp_path):
     # every series of make_job steps at minute 12; the job gives the whole 20 minutes as its window
     job = Job.load(make_job(tmp_path / "j", meta=NO_BASELINE))
-    assert job.onset is not None and abs((job.onset - dt.datetime(2024, 1, 1, 0, 12)).total_seconds()) <= 60
-    assert job.baseline[0].end == job.window.start == job.onset
+    assert job.onset is not None and abs((job.onset.end - dt.datetime(2024, 1, 1, 0, 12)).total_seconds()) <= 60
+    assert job.baseline == [job.onset] and job.onset.end == job.window.start
     top = ranking(job)
     assert top and top[0][0] in ("checkout", "checkout-pod-1")
     assert "No entity moved" not in overview(job)
@@ -226,10 +226,9 @@ def test_on_real_jobs_without_their_baseline_an_onset_is_found_near_the_injectio
         if not lab.get("inject_time"):
             continue
         job = Job.load(imported["dest"] / "jobs" / job_id)
-        window = job.window
-        job.baseline, job.cache = [], {}
-        onset = split_at_onset(job)
-        assert onset is not None and window.start < onset < window.end, job_id
+        onset = without_baseline(job)
+        window = (job.onset.start, job.window.end) if onset else (None, None)
+        assert onset is not None and window[0] < onset < window[1], job_id
         assert ranking(job), job_id          # never "nothing moved" while series move
         injected = dt.datetime.fromisoformat(str(lab["inject_time"]).replace("Z", ""))
         total += 1

@@ -41,14 +41,15 @@ def traffic_factor(job: Job) -> float:
     Cached on the job."""
     if "traffic_factor" not in job.cache:
         factor = 1.0
-        b_min = job.baseline_seconds("traces") / 60
-        if job.rows.get("traces") and b_min:
+        b_min = job.observed_seconds("traces", window=False) / 60
+        w_min = job.observed_seconds("traces") / 60
+        if b_min and w_min:
             edges(job)
             b, w = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_baseline('traces', 'start')}),
                                         count(*) FILTER (WHERE {job.in_window('start')})
                                  FROM edges WHERE caller = '(entry)'""")[0]
             if b and w:
-                factor = (w / (job.window.seconds / 60)) / (b / b_min)
+                factor = (w / w_min) / (b / b_min)
         job.cache["traffic_factor"] = factor
     return job.cache["traffic_factor"]
 
@@ -92,7 +93,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                        stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}),
                        min(value, 2) FILTER (WHERE {job.in_window()}), max(value, 2) FILTER (WHERE {job.in_window()})
                 FROM metrics GROUP BY ALL""")
-    if job.rows.get("traces") and job.baseline_seconds("traces"):
+    if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
         for level in ("callee", "callee_pod"):   # a column of the edges table
@@ -137,14 +138,14 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             weight = params.client_weight if "client" in metric.lower() else 1.0
             found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
                                   f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}", "metrics"))
-    if job.onset is not None:
+    if job.onset is not None and "metrics" in job.onset.tables:
         # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
         # out although its own history is unknown
         for entity, metric, z in peer_outliers(job):
             if abs(z) >= params.z_min and not _better(metric, z):
                 found[entity].append((6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off its replicas (no baseline)",
                                       "metrics"))
-    b_min, w_min = job.baseline_seconds("traces") / 60, job.window.seconds / 60
+    b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
     load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
     for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
         # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
@@ -179,7 +180,8 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
                 found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
         if err:
             found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
-    for entity, sig in _log_signals(rows["logs"], load * job.baseline_seconds("logs") / 60, w_min, params):
+    for entity, sig in _log_signals(rows["logs"], load * job.observed_seconds("logs", window=False) / 60,
+                                    job.observed_seconds("logs") / 60, params):
         found[entity].append(sig)
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
