@@ -81,7 +81,7 @@ def random_ranking(job: Job, seed: int = 0) -> Diagnosis:
 def recent_change(job: Job) -> Diagnosis:
     """Blame the most recent change: entities with a change event up to the window's end, the latest change
     first (a pod's change counts for its service). The floor a change-aware diagnosis must beat."""
-    latest = {name: at for name, (at, _) in latest_changes(job).items()}
+    latest = {name: change[0] for name, change in latest_changes(job).items()}
     ranked = sorted(latest.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:TOP]
     causes = [RootCause(e, job.entities[e].kind, round(1 / (i + 1), 3)) for i, (e, _) in enumerate(ranked)]
     text = (f"recent-change: {ranked[0][0]} changed last, at {ranked[0][1]:%Y-%m-%d %H:%M:%S} UTC."

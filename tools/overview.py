@@ -191,15 +191,16 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
-    for name, (at, reason) in rows["changes"].items():
+    for name, (at, reason, first_at, first_reason) in rows["changes"].items():
         # A change followed by a worse service from the changed entity (its own or its pods' errors,
         # latency, success rate; not resource use, which any rollout moves) makes it the prime suspect:
         # most production incidents follow a change. A change with no degradation after it adds nothing
         # (harmless changes are the rule).
         degraded = max((s for s, why, src in found.get(name, []) if _worse_service(why, src)), default=0.0)
         if degraded:
-            found[name].append((CHANGE_SCORE + degraded, f"{reason or 'change'} at {at:%H:%M:%S} UTC, "
-                                                          "then its service degraded", "changes"))
+            since = f" ({reason or 'change'} until {at:%H:%M:%S})" if at != first_at else ""
+            found[name].append((CHANGE_SCORE + degraded, f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC"
+                                                          f"{since}, then its service degraded", "changes"))
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
@@ -279,21 +280,23 @@ def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: Ranking
 
 def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tuple]:
     """entity -> (time, reason) of its latest change event from `since` (default: any time) to the window's
-    end; a pod's change counts for its service."""
+    end, then (time, reason) of its first in that span (a rollout starts, then replaces pods); a pod's
+    change counts for its service."""
     if not job.rows.get("events"):
         return {}
     changes = job.query("""
-            SELECT entity, max(timestamp), arg_max(coalesce(reason, ''), timestamp) FROM events
+            SELECT entity, timestamp, coalesce(reason, '') FROM events
             WHERE regexp_matches(coalesce(reason, '') || ' ' || coalesce(message, ''), $change)
-              AND timestamp >= $since AND timestamp < $end GROUP BY entity""",
+              AND timestamp >= $since AND timestamp < $end ORDER BY timestamp, entity""",
                         {"change": CHANGE, "since": since or dt.datetime.min, "end": job.window.end})
-    latest: dict[str, tuple] = {}
-    for entity, at, reason in changes:
+    found: dict[str, tuple] = {}
+    for entity, at, reason in changes:   # oldest first
         ent = job.entities.get(entity)
         name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
-        if name in job.entities and (name not in latest or at > latest[name][0]):
-            latest[name] = (at, reason)
-    return latest
+        if name in job.entities:
+            first = found[name][2:] if name in found else (at, reason)
+            found[name] = (at, reason, *first)
+    return found
 
 
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
