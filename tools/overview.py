@@ -27,6 +27,7 @@ LIMIT = 15
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
 CHANGE_SCORE = 60.0
+CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window      # a changed entity that degraded after its change outranks symptoms (as an outage does)
@@ -151,9 +152,12 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
         # window does not make every service look anomalous.
         b_rate, w_rate = load * b / b_min, w / w_min
-        if b_rate >= 1 and w == 0:  # an outage: it stopped receiving calls altogether
+        expected = b_rate * w_min
+        # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
+        beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
+        if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
             found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls"))
-        elif b_rate >= 1 or w_rate >= 1:
+        elif (b_rate >= 1 or w_rate >= 1) and beyond_chance:
             s = _log_ratio(w_rate, b_rate)
             if s >= params.call_min:
                 found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
