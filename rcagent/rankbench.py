@@ -24,7 +24,7 @@ from rcagent.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
 GRID = [RankingParams(*values) for values in
-        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0))]
+        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0), (0.5, 1.0))]
 BASELINES = ("nsigma", "baro", "random")
 
 
@@ -113,7 +113,7 @@ def _result(group: str, test: list[dict], best: RankingParams | None, chosen: li
 
 def table(results: list[dict]) -> str:
     head = ("| held out | cases | overview PR@1 | overview RR | defaults PR@1 | no baseline PR@1 | NSigma PR@1 | "
-            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary, symptom) |")
+            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting) |")
     lines = [head, "|" + "---|" * 10]
     for r in results:
         p = r["params"]

@@ -247,3 +247,57 @@ def test_on_a_real_code_fault_the_stopped_log_line_names_the_culprit(imported, l
         named += any("log line stopped" in why for _, why, _ in scores(job).get(culprit, []))
         job.con.close()
     assert named >= 3
+
+
+def _latency_job(tmp_path: Path, caller_rise: float, callee_rise: float) -> Job:
+    """frontend calls checkout (topology); both report latency_ms, which rises in the window."""
+    job = make_job(tmp_path / f"j{caller_rise}-{callee_rise}")
+    rows = [(f"2024-01-01 00:{m:02d}:00", entity, "latency_ms", base + (rise if m >= 10 else 0.0) + (m % 3))
+            for m in range(20) for entity, base, rise in (("frontend", 100.0, caller_rise),
+                                                          ("checkout", 50.0, callee_rise))]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    return Job.load(job)
+
+
+def test_a_caller_whose_latency_rose_no_more_than_its_callee_s_is_waiting_on_it(tmp_path):
+    found = scores(_latency_job(tmp_path, caller_rise=400.0, callee_rise=380.0))
+    assert any("as much as its callee checkout" in why for _, why, _ in found["frontend"])
+    assert not any("as much as its callee" in why for _, why, _ in found["checkout"])
+    # the caller's own rise (400 ms) is far beyond its callee's (50 ms): the caller itself slowed
+    found = scores(_latency_job(tmp_path, caller_rise=400.0, callee_rise=50.0))
+    assert not any("as much as its callee" in why for _, why, _ in found["frontend"])
+
+
+SHORT_WINDOW = """id: short
+system: test
+alert: checkout latency high
+window: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:12:00Z'}
+baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]
+"""
+
+
+def test_a_rare_call_missing_for_a_while_is_no_outage(tmp_path):
+    job = make_job(tmp_path / "j", meta=SHORT_WINDOW)
+    con = duckdb.connect()
+    spans = con.execute("SELECT * FROM read_parquet(?)", [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    # frontend called "audit" 1.2 times a minute in the baseline and not in the two-minute window: 2.4
+    # calls expected, none seen, which chance explains
+    spans += [(f"t{i % 20}", f"r{i}", f"a{i % 20}", dt.datetime(2024, 1, 1, 0, i // 12, (i % 12) * 5), 5.0, "audit",
+               "audit", "log", "OK") for i in range(120) if i % 10 < 2]
+    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
+           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    assert not any("STOPPED" in why for _, why, _ in scores(Job.load(job)).get("audit", []))
+    assert any("STOPPED" in why for _, why, _ in scores(Job.load(make_outage(tmp_path))).get("checkout", []))
+
+
+def make_outage(tmp_path: Path) -> Path:
+    """make_job, but checkout receives no call at all in the window (frontend's spans stay)."""
+    job = make_job(tmp_path / "outage")
+    con = duckdb.connect()
+    spans = con.execute("SELECT * FROM read_parquet(?) WHERE NOT (service = 'checkout' AND start >= '2024-01-01 00:10')",
+                        [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
+           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    return job

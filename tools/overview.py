@@ -30,6 +30,7 @@ CHANGE_SCORE = 60.0
 CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
+WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 
 
@@ -65,6 +66,7 @@ class RankingParams:
     client_weight: float = 0.5  # a client-side latency measures the entity's dependencies more than itself
     secondary: float = 0.25     # weight of an entity's second and further independent sources of evidence
     symptom: float = 0.5        # weight of a latency that its callees explain (the entity's own time did not grow)
+    waiting: float = 0.5        # weight of a latency metric that rose no more than a callee's (topology)
 
 
 DEFAULT = RankingParams()
@@ -133,12 +135,25 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
                in rows["newborn"]]
+    rises = {(e, m): second(hi) - b for e, m, b, _, _, hi in rows["metrics"]
+             if b is not None and hi and LATENCY.search(m)}
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
         if abs(z) >= params.z_min and not _better(metric, z):
-            weight = params.client_weight if "client" in metric.lower() else 1.0
+            # a client-side measurement (a client latency metric, or any metric of an external endpoint,
+            # which only its callers observe) says as much about the caller's side as about the entity
+            ent = job.entities.get(entity)
+            client = "client" in metric.lower() or (ent is not None and ent.kind == "external")
+            weight = params.client_weight if client else 1.0
+            # a latency that rose no more than a callee's same latency is time spent waiting on that callee
+            rise = rises.get((entity, metric), 0.0)
+            waiting = z > 0 and rise > 0 and next((c for c in _callees(job).get(entity, ())
+                                                   if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
+            if waiting:
+                weight *= params.waiting
             found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
-                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}", "metrics"))
+                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
+                                  + (f" (as much as its callee {waiting})" if waiting else ""), "metrics"))
     if job.onset is not None and "metrics" in job.onset.tables:
         # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
         # out although its own history is unknown
@@ -209,6 +224,18 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
     return job.cache[key]
+
+
+def _callees(job: Job) -> dict[str, set[str]]:
+    """caller -> the entities it calls, from the topology (relations of a calls kind). Cached on the job."""
+    if "callees" not in job.cache:
+        out: dict[str, set[str]] = defaultdict(set)
+        if job.rows.get("relations"):
+            for src, dst in job.query("SELECT src, dst FROM relations WHERE lower(kind) LIKE 'call%'"):
+                if src != dst:
+                    out[src].add(dst)
+        job.cache["callees"] = out
+    return job.cache["callees"]
 
 
 def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
@@ -303,6 +330,7 @@ def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tupl
     return found
 
 
+LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
 
