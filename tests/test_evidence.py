@@ -124,19 +124,24 @@ def _write(job: Path, table: str, columns: str, rows: list[tuple]) -> None:
 LOGS = "timestamp TIMESTAMP, entity VARCHAR, level VARCHAR, message VARCHAR, trace_id VARCHAR"
 
 
+def _every_six_seconds():
+    """(minute, second, timestamp text) every six seconds over make_job's twenty minutes."""
+    for minute in range(20):
+        for second in range(0, 60, 6):
+            yield minute, second, f"2024-01-01 00:{minute:02d}:{second:02d}"
+
+
 def test_a_routine_log_line_that_stops_flags_its_entity_and_a_busier_warning_does_not(tmp_path):
     job = make_job(tmp_path / "j")
     rows = []
-    for minute in range(20):
-        for second in range(0, 60, 6):
-            t = f"2024-01-01 00:{minute:02d}:{second:02d}"
-            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
-            if minute < 10:   # the line at #46 is written on every order until the window
-                rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
-            # frontend warns on every request; in the window it serves twice as many, so twice the warnings
-            for _ in range(2 if minute >= 10 else 1):
-                rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
-                rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 cache miss for item {second}", None))
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
+        if minute < 10:   # the line at #46 is written on every order until the window
+            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
+        # frontend warns on every request; in the window it serves twice as many, so twice the warnings
+        for _ in range(2 if minute >= 10 else 1):
+            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 cache miss for item {second}", None))
     _write(job, "logs", LOGS, rows)
     found = scores(Job.load(job))
     assert any(src == "logs" and "log line stopped" in why and "c.Pay#46" in why
@@ -147,12 +152,10 @@ def test_a_routine_log_line_that_stops_flags_its_entity_and_a_busier_warning_doe
 def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
     job = make_job(tmp_path / "j")
     rows = []
-    for minute in range(20):
-        for second in range(0, 60, 6):
-            t = f"2024-01-01 00:{minute:02d}:{second:02d}"
-            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
-            if minute >= 10 or second == 0:
-                rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 upstream timeout", None))
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+        if minute >= 10 or second == 0:
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 upstream timeout", None))
     _write(job, "logs", LOGS, rows)
     assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
 

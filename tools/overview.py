@@ -334,6 +334,11 @@ LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
 
+def _higher_is_better(metric: str) -> bool:
+    """A quality metric where more is better (a success rate, availability), not worse (errors, latency)."""
+    return re.search(r"(?i)(success|availab)", metric) is not None
+
+
 def _worse_service(reason: str, source: str) -> bool:
     """A signal that says the entity serves worse: call and log signals, and quality metrics (success
     rates down; error rates, latency up), not resource metrics."""
@@ -341,17 +346,13 @@ def _worse_service(reason: str, source: str) -> bool:
         return True
     if source != "metrics" or not QUALITY.search(reason):
         return False
-    falling_is_bad = re.search(r"(?i)(success|availab)", reason) is not None
-    return (" down " in reason) == falling_is_bad
+    return (" down " in reason) == _higher_is_better(reason)
 
 
 def _better(metric: str, z: float) -> bool:
     """A quality metric that moved the good way (a success rate or availability up; errors, failures,
     latency down): an improvement is no evidence of a fault."""
-    if not QUALITY.search(metric):
-        return False
-    higher_is_better = re.search(r"(?i)(success|availab)", metric) is not None
-    return (z > 0) == higher_is_better
+    return QUALITY.search(metric) is not None and (z > 0) == _higher_is_better(metric)
 
 
 def ranking(job: Job, kind: str | None = None,
