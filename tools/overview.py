@@ -285,6 +285,8 @@ def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: Ranking
     because it fails), by their rate where the entity has no baseline lines; a routine line that the entity
     wrote steadily in the baseline and stopped writing while it still logs means its code took another path.
     b_min is the baseline's length in minutes scaled by the change in user traffic."""
+    if w_min <= 0:   # the window holds at most one instant of logs: no rate to speak of
+        return
     per: dict[str, list] = defaultdict(list)
     for entity, line, bad, b, w in lines:
         per[entity].append((line, bad, b, w))
