@@ -204,7 +204,13 @@ class Job:
         periods = [self.window] if window else [p for p in self.baseline if table in p.tables]
         if first is None:
             return 0.0
-        return sum(max(0.0, (min(p.end, last) - max(p.start, first)).total_seconds()) for p in periods)
+        total = 0.0
+        for p in periods:
+            # data that stops a little before a period's end (a sampling interval: up to a minute, at most
+            # a tenth of the period) covers it
+            slack = dt.timedelta(seconds=min(60.0, 0.1 * p.seconds))
+            total += max(0.0, (min(p.end, last + slack) - max(p.start, first - slack)).total_seconds())
+        return total
 
     # ---- entities ------------------------------------------------------------------------------
     def resolve(self, name: str) -> Entity:
