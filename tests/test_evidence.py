@@ -60,6 +60,9 @@ def test_a_harmless_change_adds_nothing(tmp_path):
     before = ranking(Job.load(job))
     _with_events(job, [("2024-01-01 00:09:00", "node-1", "Deployment", "agent upgraded on node-1")])
     assert ranking(Job.load(job)) == before
+    # but the overview (the prompt's primer) still lists it, with its time
+    assert overview(Job.load(job)).startswith("Changes in or shortly before the window (UTC): node-1 Deployment at "
+                                              "00:09:00.\n")
 
 
 def test_changes_long_before_the_window_do_not_count(tmp_path):

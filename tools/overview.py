@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, floor, one_of, second, table
+from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, floor, one_of, second, short, table
 
 LIMIT = 15
 
@@ -385,10 +385,12 @@ def ranking(job: Job, kind: str | None = None,
                 choices=("service", "pod", "node", "database", "function", "entry")))
 def overview(job: Job, kind: str | None = None) -> str:
     ranked = ranking(job, kind)
+    changes = _changes_text(job)
     if not ranked:
-        return "No entity moved noticeably from its baseline."
+        return changes + "No entity moved noticeably from its baseline."
     rows = [[i + 1, e, job.entities[e].kind, f"{s:.0f}", "; ".join(r)] for i, (e, s, r) in enumerate(ranked[:LIMIT])]
-    text = "Entities ranked by anomaly score (higher = moved more from baseline):\n"
+    # changes first: a long overview reaches the prompt as its head (OBSK)
+    text = changes + "Entities ranked by anomaly score (higher = moved more from baseline):\n"
     load = traffic_factor(job)
     if abs(load - 1) > 0.2:
         text = (f"User traffic in the window is {load:.1f}x the baseline; call and error rates are compared "
@@ -399,3 +401,16 @@ def overview(job: Job, kind: str | None = None) -> str:
     if quiet > 0 and not kind:
         text += f"\n{quiet} other entities show no notable change."
     return text
+
+
+def _changes_text(job: Job) -> str:
+    """Every change in or shortly before the window, degraded after it or not (most are harmless; the
+    ranking above says which were followed by a worse service)."""
+    changes = sorted(_rows(job)["changes"].items(), key=lambda kv: (kv[1][2], kv[0]))
+    if not changes:
+        return ""
+    parts = [f"{name} {short(first_reason or 'change', 40)} at {first_at:%H:%M:%S}"
+             + (f" (until {at:%H:%M:%S})" if at != first_at else "")
+             for name, (at, _, first_at, first_reason) in changes[:LIMIT]]
+    more = f"; and {len(changes) - LIMIT} more" if len(changes) > LIMIT else ""
+    return "Changes in or shortly before the window (UTC): " + "; ".join(parts) + more + ".\n"
