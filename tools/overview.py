@@ -1,11 +1,18 @@
-"""overview(kind?): every entity ranked by how far its telemetry moved, rises and drops alike.
+"""overview(kind?): every entity ranked by how far its telemetry moved from the baseline.
 
-Signals, each turned into a comparable score: metric deviation (floored sigmas in the metric's unit,
-log-compressed; a pod with no history against its peers), incoming request rate (log ratio, so a service
-that stops receiving calls ranks high), callee latency p95, cross-span gap, the rate of warning/error-like
-log lines, and a change (deployment, config push, scaling) followed by a degradation of the changed
-entity. Call and log rates are judged against the baseline scaled by the change in user traffic. A service
-inherits its pods' metric and log signals. No system, dataset or service is named here (a test checks).
+Signals, each turned into a comparable score (the mechanism of each is in the comment where it is scored):
+- metrics: deviation in floored sigmas, the floor in the metric's unit, log-compressed; an improvement of a
+  quality metric is no evidence; client-side measurements and a latency that a callee's explains weigh
+  less; a pod with no history against its peers; without a baseline, a pod against its replicas;
+- calls (traces): incoming request rate beyond Poisson chance (a service that stops receiving calls ranks
+  high), p95 latency (less when the entity's own time per call did not grow), own time per call, a
+  widened cross-span gap, error spans;
+- logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
+  stopped;
+- changes (deployment, config push, scaling) followed by a degradation of the changed entity.
+Rates are counts over the time a table recorded, against the baseline scaled by the change in user traffic.
+A service inherits its pods' metric and log signals. No system, dataset or service is named here (a test
+checks).
 """
 from __future__ import annotations
 
@@ -26,12 +33,12 @@ LIMIT = 15
 
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
-CHANGE_SCORE = 60.0
+CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
-LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window      # a changed entity that degraded after its change outranks symptoms (as an outage does)
+LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
 
 
 def _log_ratio(w: float, b: float) -> float:
@@ -133,75 +140,11 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
-               in rows["newborn"]]
-    rises = {(e, m): second(hi) - b for e, m, b, _, _, hi in rows["metrics"]
-             if b is not None and hi and LATENCY.search(m)}
-    for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
-        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
-        if abs(z) >= params.z_min and not _better(metric, z):
-            # a client-side measurement (a client latency metric, or any metric of an external endpoint,
-            # which only its callers observe) says as much about the caller's side as about the entity
-            ent = job.entities.get(entity)
-            client = "client" in metric.lower() or (ent is not None and ent.kind == "external")
-            weight = params.client_weight if client else 1.0
-            # a latency that rose no more than a callee's same latency is time spent waiting on that callee
-            rise = rises.get((entity, metric), 0.0)
-            waiting = z > 0 and rise > 0 and next((c for c in _callees(job).get(entity, ())
-                                                   if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
-            if waiting:
-                weight *= params.waiting
-            found[entity].append((weight * 6 * math.log2(1 + abs(z) / 3),
-                                  f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
-                                  + (f" (as much as its callee {waiting})" if waiting else ""), "metrics"))
-    if job.onset is not None and "metrics" in job.onset.tables:
-        # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
-        # out although its own history is unknown
-        for entity, metric, z in peer_outliers(job):
-            if abs(z) >= params.z_min and not _better(metric, z):
-                found[entity].append((6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off its replicas (no baseline)",
-                                      "metrics"))
-    b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
-    load = traffic_factor(job)  # call and log rates are judged against the baseline scaled by it
-    for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
-        # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
-        # window does not make every service look anomalous.
-        b_rate, w_rate = load * b / b_min, w / w_min
-        expected = b_rate * w_min
-        # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
-        beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
-        if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
-            found[name].append((60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls"))
-        elif (b_rate >= 1 or w_rate >= 1) and beyond_chance:
-            s = _log_ratio(w_rate, b_rate)
-            if s >= params.call_min:
-                found[name].append((s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls"))
-        own_b, own_w = rows["own"].get(name, (None, None))
-        own_rose = None   # unknown without own times
-        if b and w and own_b is not None and own_w is not None:
-            # time spent in the entity itself per call (its spans minus their children): what it adds to
-            # a request, as opposed to what its callees add
-            s = _log_ratio(own_w / w, own_b / b)
-            own_rose = own_w / w - own_b / b >= GAP_MIN_MS and s >= params.call_min
-            if own_rose:
-                found[name].append((s, f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms", "calls"))
-        if b95 is not None and w95 is not None:
-            s = _log_ratio(w95, b95)
-            if s >= params.call_min:
-                # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
-                weight = params.symptom if own_rose is False and w95 > b95 else 1.0
-                found[name].append((weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
-                                    + (" (waiting on callees)" if weight < 1 else ""), "calls"))
-        if bgap is not None and wgap is not None and wgap - max(bgap, 0.0) >= GAP_MIN_MS:
-            # only a wider gap (time spent between a caller's call and the callee's span: network, queues)
-            s = _log_ratio(wgap, bgap)
-            if s >= params.call_min:
-                found[name].append((s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls"))
-        if err:
-            found[name].append((10 + 10 * math.log2(1 + err), f"{err} error spans", "calls"))
-    for entity, sig in _log_signals(rows["logs"], load * job.observed_seconds("logs", window=False) / 60,
-                                    job.observed_seconds("logs") / 60, params):
-        found[entity].append(sig)
+    for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params),
+                   _log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
+                                job.observed_seconds("logs") / 60, params)):
+        for entity, signal in source:
+            found[entity].append(signal)
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
@@ -224,6 +167,82 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
     return job.cache[key]
+
+
+def _metric_signals(job: Job, rows: dict, params: RankingParams):
+    """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
+    history, from its peers'; without a baseline, from its replicas)."""
+    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
+               in rows["newborn"]]
+    rises = {(e, m): second(hi) - b for e, m, b, _, _, hi in rows["metrics"]
+             if b is not None and hi and LATENCY.search(m)}
+    for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
+        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
+        if abs(z) < params.z_min or _better(metric, z):
+            continue
+        # a client-side measurement (a client latency metric, or any metric of an external endpoint,
+        # which only its callers observe) says as much about the caller's side as about the entity
+        ent = job.entities.get(entity)
+        client = "client" in metric.lower() or (ent is not None and ent.kind == "external")
+        weight = params.client_weight if client else 1.0
+        # a latency that rose no more than a callee's same latency is time spent waiting on that callee
+        rise = rises.get((entity, metric), 0.0)
+        waiting = z > 0 and rise > 0 and next((c for c in sorted(_callees(job).get(entity, ()))
+                                               if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
+        if waiting:
+            weight *= params.waiting
+        yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
+                       f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
+                       + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
+    if job.onset is not None and "metrics" in job.onset.tables:
+        # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
+        # out although its own history is unknown
+        for entity, metric, z in peer_outliers(job):
+            if abs(z) >= params.z_min and not _better(metric, z):
+                yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off its replicas (no baseline)",
+                               "metrics")
+
+
+def _call_signals(job: Job, rows: dict, params: RankingParams):
+    """(entity, signal) from the calls it received (traces), per service and per pod."""
+    b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
+    load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
+    for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
+        # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
+        # window does not make every service look anomalous.
+        b_rate, w_rate = load * b / b_min, w / w_min
+        expected = b_rate * w_min
+        # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
+        beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
+        if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
+            yield name, (60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls")
+        elif (b_rate >= 1 or w_rate >= 1) and beyond_chance:
+            s = _log_ratio(w_rate, b_rate)
+            if s >= params.call_min:
+                yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
+        own_b, own_w = rows["own"].get(name, (None, None))
+        own_rose = None   # unknown without own times
+        if b and w and own_b is not None and own_w is not None:
+            # time spent in the entity itself per call (its spans minus their children): what it adds to
+            # a request, as opposed to what its callees add
+            s = _log_ratio(own_w / w, own_b / b)
+            own_rose = own_w / w - own_b / b >= GAP_MIN_MS and s >= params.call_min
+            if own_rose:
+                yield name, (s, f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms", "calls")
+        if b95 is not None and w95 is not None:
+            s = _log_ratio(w95, b95)
+            if s >= params.call_min:
+                # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
+                weight = params.symptom if own_rose is False and w95 > b95 else 1.0
+                yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
+                             + (" (waiting on callees)" if weight < 1 else ""), "calls")
+        if bgap is not None and wgap is not None and wgap - max(bgap, 0.0) >= GAP_MIN_MS:
+            # only a wider gap (time spent between a caller's call and the callee's span: network, queues)
+            s = _log_ratio(wgap, bgap)
+            if s >= params.call_min:
+                yield name, (s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls")
+        if err:
+            yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
 
 
 def _callees(job: Job) -> dict[str, set[str]]:
