@@ -15,7 +15,7 @@ import pytest
 from rcagent.job import Job
 from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.common import deviation, second
-from rcagent.tools.overview import overview, ranking, scores
+from rcagent.tools.overview import overview, ranking, scores, traffic_factor
 from tests.hostile import make_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,3 +307,20 @@ def make_outage(tmp_path: Path) -> Path:
     _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
            "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
     return job
+
+
+def test_a_collector_that_covered_half_the_window_fakes_no_drop(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    # the trace collector stopped at 00:15, halfway through the window: calls per minute did not change
+    spans = con.execute("SELECT * FROM read_parquet(?) WHERE start < '2024-01-01 00:15'",
+                        [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
+           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    loaded = Job.load(job)
+    assert loaded.observed_seconds("traces") == pytest.approx(5 * 60, abs=60)
+    assert traffic_factor(loaded) == pytest.approx(1.0, abs=0.2)   # not "user traffic halved"
+    assert "User traffic" not in overview(loaded)
+    assert not any("incoming calls" in why for why in
+                   [w for sigs in scores(loaded).values() for _, w, _ in sigs])
