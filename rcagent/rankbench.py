@@ -6,7 +6,8 @@ and defective rollouts). For each held-out group, the ranking's parameters (tool
 are chosen from a small grid on the other groups (best mean PR@1, ties to the hand-fixed defaults, then grid
 order) and the held-out group is scored with them: the group never sees parameters chosen on itself.
 Beside it: the defaults as they are, NSigma, BARO and the seeded random ranking, and a "no baseline" variant
-of every job (its baseline periods removed, the window unchanged) scored with the same chosen parameters.
+of every job (its baseline periods removed, the window as given, split at the onset found inside it as
+Job.load splits a job that comes without a baseline) scored with the same chosen parameters.
 """
 from __future__ import annotations
 
