@@ -16,6 +16,7 @@ import datetime as dt
 import numpy as np
 
 from rcagent.job import Job, Period
+from rcagent.tools.calls import ERR
 from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, one_of
 
 BUCKETS = 30      # time buckets the window is cut into
@@ -34,8 +35,7 @@ def _series(job: Job, width: float) -> list[tuple]:
     if job.rows.get("traces"):
         b = bucket.format(col="start")
         for name, agg in (("calls", "count(*)"), ("duration", "avg(duration_ms)"),
-                          ("errors", "count(*) FILTER (WHERE upper(coalesce(status, '')) IN ('ERROR', "
-                                     "'STATUS_CODE_ERROR', '2') OR status LIKE '5%')")):
+                          ("errors", f"count(*) FILTER (WHERE {ERR})")):
             out += job.query(f"""SELECT 't{name}' || chr(0) || coalesce(service, entity), {b}, {agg}
                                  FROM traces WHERE {job.in_window('start')} GROUP BY 1, 2""")
     if job.rows.get("logs"):
