@@ -291,33 +291,34 @@ def test_a_rare_call_missing_for_a_while_is_no_outage(tmp_path):
     # calls expected, none seen, which chance explains
     spans += [(f"t{i % 20}", f"r{i}", f"a{i % 20}", dt.datetime(2024, 1, 1, 0, i // 12, (i % 12) * 5), 5.0, "audit",
                "audit", "log", "OK") for i in range(120) if i % 10 < 2]
-    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
-           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    _write(job, "traces", SPANS, spans)
     assert not any("STOPPED" in why for _, why, _ in scores(Job.load(job)).get("audit", []))
     assert any("STOPPED" in why for _, why, _ in scores(Job.load(make_outage(tmp_path))).get("checkout", []))
+
+
+SPANS = ("trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
+         "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR")
+
+
+def _keep_spans(job: Path, where: str) -> None:
+    """Rewrite make_job's traces keeping the spans that match this (fixed, test-written) condition."""
+    con = duckdb.connect()
+    spans = con.execute(f"SELECT * FROM read_parquet(?) WHERE {where}", [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    _write(job, "traces", SPANS, spans)
 
 
 def make_outage(tmp_path: Path) -> Path:
     """make_job, but checkout receives no call at all in the window (frontend's spans stay)."""
     job = make_job(tmp_path / "outage")
-    con = duckdb.connect()
-    spans = con.execute("SELECT * FROM read_parquet(?) WHERE NOT (service = 'checkout' AND start >= '2024-01-01 00:10')",
-                        [str(job / "traces.parquet")]).fetchall()
-    con.close()
-    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
-           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    _keep_spans(job, "NOT (service = 'checkout' AND start >= '2024-01-01 00:10')")
     return job
 
 
 def test_a_collector_that_covered_half_the_window_fakes_no_drop(tmp_path):
     job = make_job(tmp_path / "j")
-    con = duckdb.connect()
     # the trace collector stopped at 00:15, halfway through the window: calls per minute did not change
-    spans = con.execute("SELECT * FROM read_parquet(?) WHERE start < '2024-01-01 00:15'",
-                        [str(job / "traces.parquet")]).fetchall()
-    con.close()
-    _write(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, duration_ms DOUBLE, "
-           "service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    _keep_spans(job, "start < '2024-01-01 00:15'")
     loaded = Job.load(job)
     assert loaded.observed_seconds("traces") == pytest.approx(5 * 60, abs=60)
     assert traffic_factor(loaded) == pytest.approx(1.0, abs=0.2)   # not "user traffic halved"
