@@ -248,12 +248,16 @@ class Job:
         inv = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items()))
         tables = ", ".join(f"{t} {self.rows[t]}" for t in TABLES if self.rows.get(t))
         missing = [t for t in TABLES if not self.rows.get(t)]
-        text = (f"System: {self.system}\nFlagged window: {self.window.start} to {self.window.end} UTC\n"
-                f"Baseline: " + "; ".join(f"{p.start} to {p.end} ({', '.join(p.tables)})" for p in self.baseline)
-                + (f" (for {', '.join(self.onset.tables)}, which came with none: the window before the onset "
-                   f"found at {self.onset.end} UTC)"
-                   if self.onset else "")
-                + f"\nInventory: {inv}\nRows: {tables}")
+        given = [p for p in self.baseline if p is not self.onset]
+        baseline = "; ".join(f"{p.start} to {p.end} ({', '.join(p.tables)})" for p in given) or "none given"
+        window = f"{self.window.start} to {self.window.end} UTC"
+        if self.onset:
+            window = (f"{self.onset.start} to {self.window.end} UTC; compared from the onset found in it at "
+                      f"{self.onset.end}")
+            baseline += (f"; for {', '.join(self.onset.tables)}, which had none: the window before the onset "
+                         f"({self.onset.start} to {self.onset.end})")
+        text = (f"System: {self.system}\nFlagged window: {window}\nBaseline: {baseline}"
+                f"\nInventory: {inv}\nRows: {tables}")
         if missing:
             text += f"\nNo data for: {', '.join(missing)}"
         return text

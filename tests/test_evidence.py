@@ -202,7 +202,9 @@ def test_a_window_with_no_baseline_is_split_at_its_onset(tmp_path):
     top = ranking(job)
     assert top and top[0][0] in ("checkout", "checkout-pod-1")
     assert "No entity moved" not in overview(job)
-    assert "onset" in job.summary()
+    summary = job.summary()
+    assert "Flagged window: 2024-01-01 00:00:00 to 2024-01-01 00:20:00 UTC; compared from the onset" in summary
+    assert "Baseline: none given; for metrics, traces, logs, which had none: the window before the onset" in summary
 
 
 def test_a_step_is_found_where_the_series_agree():
