@@ -17,7 +17,7 @@ import numpy as np
 
 from rcagent.job import Job, Period
 from rcagent.tools.calls import ERR
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, one_of
+from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS
 
 BUCKETS = 30      # time buckets the window is cut into
 MIN_POINTS = 2    # buckets with data a series needs on each side of a split
@@ -40,9 +40,7 @@ def _series(job: Job, width: float) -> list[tuple]:
                                  FROM traces WHERE {job.in_window('start')} GROUP BY 1, 2""")
     if job.rows.get("logs"):
         out += job.query(f"""SELECT 'l' || entity, {bucket.format(col='timestamp')}, count(*) FROM logs
-                             WHERE {job.in_window()} AND ({one_of('upper(level)', 'levels')}
-                                                          OR regexp_matches(message, $words)) GROUP BY 1, 2""",
-                         {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
+                             WHERE {job.in_window()} AND {ERROR_LIKE} GROUP BY 1, 2""", ERROR_PARAMS)
     return out
 
 

@@ -19,6 +19,11 @@ def one_of(column: str, param: str) -> str:
     return f"list_contains(${param}, {column})"
 
 
+# SQL condition on the logs table: a warning-or-above level or error-like words; bind ERROR_PARAMS with it
+ERROR_LIKE = f"({one_of('upper(level)', 'levels')} OR regexp_matches(message, $words))"
+ERROR_PARAMS = {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS}
+
+
 def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> list[dict]:
     """Per (entity, metric): baseline mean/sd, window mean/min/max and a signed deviation score."""
     where = one_of("entity", "entities")

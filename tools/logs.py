@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, like_escape, one_of, quoted, table, template
+from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS, like_escape, one_of, quoted, table, template
 
 LIMIT = 15
 
@@ -23,8 +23,8 @@ def logs(job: Job, entity: str, query: str | None = None) -> str:
     if query:
         cond, params["query"] = "message ILIKE $query ESCAPE '\\'", f"%{like_escape(str(query))}%"
     else:
-        cond = f"({one_of('upper(level)', 'levels')} OR regexp_matches(message, $words))"
-        params.update(levels=list(ERROR_LEVELS), words=ERROR_WORDS)
+        cond = ERROR_LIKE
+        params.update(ERROR_PARAMS)
     rows = job.query(f"""
         SELECT level, message, {job.in_window()} AS flagged
         FROM logs WHERE {one_of('entity', 'members')} AND {cond}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, deviation, floor, one_of, second, short, table
+from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS, deviation, floor, second, short, table
 
 LIMIT = 15
 
@@ -125,9 +125,9 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
         rows["logs"] = job.query(f"""
                 SELECT entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
                                         '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
-                       {one_of('upper(level)', 'levels')} OR regexp_matches(message, $words) AS bad,
+                       {ERROR_LIKE} AS bad,
                        count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
-                FROM logs WHERE {base} OR {win} GROUP BY ALL""", {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS})
+                FROM logs WHERE {base} OR {win} GROUP BY ALL""", ERROR_PARAMS)
     job.cache["overview_rows"] = rows
     return rows
 
