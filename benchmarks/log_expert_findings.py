@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from rcagent.config import Settings
-from rcagent.controller import Controller, ExpertCalls
+from rcagent.controller import Controller
+from rcagent.experts import ExpertCalls
 from rcagent.job import Job
 from rcagent.labels import labels_dir, load_label
 from rcagent.serving import make_backend
@@ -48,7 +49,7 @@ def main() -> None:
             controller.run_id = store.start_run(job.id, str(path), backend.name, backend.model, {"experts": True},
                                                 mode="log_expert")
             start = time.perf_counter()
-            text = run_tool(tool, job, {"entity": entity}, ctx=ExpertCalls(controller))
+            text = run_tool(tool, job, {"entity": entity}, ctx=ExpertCalls(controller.model, controller.expert_figures))
             lines = set(real_lines(job, entity))
             cited = [line.removeprefix("   evidence: ") for line in text.splitlines() if line.startswith("   evidence: ")]
             figures = controller.expert_figures

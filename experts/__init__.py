@@ -1,4 +1,4 @@
-"""Expert agents (log expert; code expert next): LLM sub-agents registered as tools, each citing evidence.
+"""Expert agents (the log expert and the code expert): LLM sub-agents registered as tools, each citing evidence.
 
 An expert tool gets an ExpertContext from the controller: `ask` sends its own prompts to the run's model
 (counted, cached and logged like the controller's calls) and `report` records figures on the step, such
@@ -15,3 +15,17 @@ class ExpertContext(Protocol):
 
     def report(self, **figures) -> None:
         ...
+
+
+class ExpertCalls:
+    """The ExpertContext of a run: `model` (serving.counted.CountedModel) answers, `figures` collects what
+    the expert reports for the step's record."""
+
+    def __init__(self, model, figures: dict):
+        self.model, self.figures = model, figures
+
+    def ask(self, messages: list[dict], schema: dict | None = None, max_tokens: int = 400) -> str:
+        return self.model.query(messages, schema, max_tokens).text
+
+    def report(self, **figures) -> None:
+        self.figures.update(figures)

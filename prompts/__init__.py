@@ -1,4 +1,5 @@
-"""Prompt templates, one file per prompt (string.Template syntax: $name); no prompt text lives in code.
+"""Prompt templates, one file per prompt, and the short messages of messages.yaml (string.Template syntax:
+$name): the text a model reads lives here, not in code.
 
 Telemetry is attacker-controlled text: a pod name, a log line or an event can carry chat-template tokens,
 escape codes or a line that looks like a prompt header. Every value put into a prompt is neutralized
@@ -10,7 +11,10 @@ from __future__ import annotations
 
 import re
 from importlib.resources import files
+from functools import cache
 from string import Template
+
+import yaml
 
 # <|im_start|> (ChatML), <start_of_turn> (Gemma), [INST], <s>: markers a chat template gives meaning to
 _TEMPLATE_TOKENS = re.compile(r"<\||\|>|<(/?)(start_of_turn|end_of_turn|s)>|\[(/?)INST\]", re.I)
@@ -46,3 +50,15 @@ def _value(value) -> str:
 def render(name: str, **values) -> str:
     text = files("rcagent.prompts").joinpath(f"{name}.txt").read_text()
     return Template(text).substitute(**{k: _value(v) for k, v in values.items()}).strip()
+
+
+@cache
+def _messages() -> dict:
+    return yaml.safe_load(files("rcagent.prompts").joinpath("messages.yaml").read_text())
+
+
+def message(key: str, part: str | None = None, /, **values) -> str:
+    """A short message of messages.yaml (`part`: "error" or "hint" of a two-part one). Values go in as they
+    are: the message reaches the model through render(), which neutralizes it."""
+    text = _messages()[key]
+    return Template(text[part] if part else text).substitute(**{k: str(v) for k, v in values.items()})

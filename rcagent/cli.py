@@ -188,7 +188,7 @@ def show(run_id, store, snapshots, key, fmt):
     from rcagent.store import Store
 
     db = Store(load_settings(None, store=store).store_path(), create=False)
-    run = db.run(run_id)
+    run = db.get_run(run_id)
     if run is None:
         raise BadInput(f"no run {run_id!r} in {db.path} (or the prefix names more than one; see rcagent runs)")
     if key:

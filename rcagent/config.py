@@ -58,7 +58,6 @@ class Settings:
     yaml_rounds: Annotated[int, Field(ge=0, le=5)] = 2     # at most this many YAML restatements per step
     handlers: bool = True  # error handlers: repeated calls, loops, premature finalize, ...
     schema_limits: bool = True  # with constrain and handlers: drop from the schema what a handler rejects
-    loop_window: Annotated[int, Field(ge=1, le=100)] = 6   # steps the loop handler looks back
     experts: bool = False  # offer the expert agents (log_expert, code_expert) as tools
     # fused: the model's picks voted into the evidence ranking; model: as named
     ranking: Literal["fused", "model"] = "fused"

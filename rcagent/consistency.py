@@ -16,21 +16,38 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rcagent import explain, prompts
+from rcagent.actions import Action
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled
+from rcagent.job import Job
+from rcagent.serving.counted import CountedModel
 from rcagent.stabilizers.jsonregen import JsonRegen, strict
-
-if TYPE_CHECKING:
-    from rcagent.controller import Controller
+from rcagent.store import Store
 
 AGGREGATORS = ("embed", "llm")
 MERGE_TOKENS = 300
 MERGE_SCHEMA = {"type": "object", "properties": {"root_cause": {"type": "string", "maxLength": 400},
                                                  "solution": {"type": "string", "maxLength": 400}},
                 "required": ["root_cause", "solution"]}
+
+
+class Finalizing(Protocol):
+    """What self-consistency needs of the agent that finalized (the Controller is one)."""
+    settings: object
+    job: Job
+    store: Store
+    run_id: str
+    model: CountedModel
+    last_messages: list[dict]   # the final step's messages: the prefix every sample continues
+
+    def finalize_schema(self) -> dict | None: ...
+
+    def accept(self, action: Action) -> Action: ...        # the contract and the error handlers, or Handled
+
+    def conclude(self, names: list[str], args: dict) -> Diagnosis: ...
 
 
 def check_settings(settings) -> None:
@@ -68,25 +85,24 @@ def nearest_to_centroid(texts: list[str]) -> tuple[int, float]:
     return int(sims.argmax()), round(float(sims.mean()), 3)
 
 
-def sample_finalizations(ctl: "Controller", n: int) -> tuple[list[Diagnosis], Counter]:
+def sample_finalizations(ctl: Finalizing, n: int) -> tuple[list[Diagnosis], Counter]:
     """n finalizations from the final step's prefix: the kept diagnoses, and why the others were dropped."""
     kept, dropped = [], Counter()
     parse = JsonRegen(None) if ctl.settings.jsonregen else strict
-    for idx, c in enumerate(ctl.sample(ctl.step_messages, ctl.finalize_schema(), n)):
+    for idx, c in enumerate(ctl.model.sample(ctl.last_messages, ctl.finalize_schema(), n)):
         diagnosis, reason = None, None
         try:
             action, _ = parse(c.text)
             if action.name != "finalize":
                 reason = "not a finalize"
             else:
-                for check in ctl.checks:
-                    check(action, ctl)
-                diagnosis = ctl.finalize(action.arguments)
+                action = ctl.accept(action)
+                diagnosis = ctl.conclude(action.arguments["root_causes"], action.arguments)
         except Handled as exc:
             reason = exc.handler
         except FormatError:
             reason = "format"
-        except AgentMessage:           # finalize named nothing in the inventory
+        except AgentMessage:           # a tool's refusal: not expected of a finalize
             reason = "no root cause"
         if diagnosis is not None:
             kept.append(diagnosis)
@@ -103,14 +119,14 @@ def candidate(d: Diagnosis) -> dict:
             "evidence": d.evidence, "responsibility": d.responsibility}
 
 
-def merge_with_model(ctl: "Controller", pool: list[Diagnosis], top: str) -> dict | None:
+def merge_with_model(ctl: Finalizing, pool: list[Diagnosis], top: str) -> dict | None:
     """The llm aggregator: the model merges the candidates' texts (None if its answer is not sentences)."""
     import json_repair
 
     listed = "\n".join(f"{i + 1}. Root cause: {d.root_cause}\n   Solution: {d.solution}" for i, d in enumerate(pool))
     messages = [{"role": "user", "content": prompts.render("aggregate", candidates=prompts.data(listed), top=top)}]
     try:
-        answer = json_repair.loads(ctl.query(messages, MERGE_SCHEMA if ctl.settings.constrain else None,
+        answer = json_repair.loads(ctl.model.query(messages, MERGE_SCHEMA if ctl.settings.constrain else None,
                                              MERGE_TOKENS).text)
     except (ValueError, RecursionError):
         return None
@@ -121,7 +137,7 @@ def merge_with_model(ctl: "Controller", pool: list[Diagnosis], top: str) -> dict
     return {"root_cause": str(answer["root_cause"]), "solution": str(answer["solution"])}
 
 
-def self_consistency(ctl: "Controller", greedy: Diagnosis) -> Diagnosis:
+def self_consistency(ctl: Finalizing, greedy: Diagnosis) -> Diagnosis:
     """The greedy finalization replaced by the aggregate of `samples` sampled ones (kept if none survive)."""
     s = ctl.settings
     kept, dropped = sample_finalizations(ctl, s.samples)

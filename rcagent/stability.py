@@ -87,7 +87,7 @@ def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
     except BackendError as exc:  # e.g. the context window overflowed: the run failed, the bench goes on
         return {**base, "passed": False, "finalized": False, "steps": controller.step,
                 "invalid_steps": controller.invalid + 1, "repaired_steps": controller.repaired, "wall_s": None,
-                "llm_calls": controller.llm_calls,
+                "llm_calls": controller.model.llm_calls,
                 "error": str(exc), "run_id": controller.run_id, "handlers": {}, "blind_finalize": False,
                 "tool_calls": 0, "repeated_calls": 0, "answer": []}
     steps = store.steps(d.run_id)

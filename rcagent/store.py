@@ -15,11 +15,14 @@ import sqlite3
 import threading
 import urllib.parse
 import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import sqlite_utils
 
-from rcagent.errors import BadInput
+from rcagent.errors import BadInput, TimeLimit
 
 
 def _now() -> str:
@@ -100,6 +103,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass
+class RunRecord:
+    """The run being stored: set `status` and `diagnosis` before the `with` block of Store.run ends."""
+    id: str
+    status: str = "finalized"
+    diagnosis: dict | None = None
+
+
 class Store:
     """The store at `path`. Commands that write runs open it with `create=True` (the default): the file and
     its folder are made, migrations run, and runs left 'running' by a process that is gone are marked
@@ -169,7 +180,26 @@ class Store:
             fields["arguments"] = json.dumps(fields["arguments"])
         self.db["steps"].insert({"run_id": run_id, "step": step, "created": _now(), **fields}, replace=True)
 
-    def run(self, run_id: str) -> dict | None:
+    @contextmanager
+    def run(self, job, backend, settings: dict, mode: str = "react") -> Iterator["RunRecord"]:
+        """A run's start and end bookkeeping: the run is stored as running; it ends with the status and
+        diagnosis set on the record, or as interrupted (Ctrl-C, a cancelled batch), timeout (TimeLimit) or
+        failed (any other exception), which is re-raised."""
+        record = RunRecord(self.start_run(job.id, str(job.path), backend.name, backend.model, settings, mode))
+        try:
+            yield record
+        except KeyboardInterrupt:
+            self.end_run(record.id, "interrupted")
+            raise
+        except TimeLimit:
+            self.end_run(record.id, "timeout")
+            raise
+        except BaseException:
+            self.end_run(record.id, "failed")
+            raise
+        self.end_run(record.id, record.status, record.diagnosis)
+
+    def get_run(self, run_id: str) -> dict | None:
         # a prefix is compared as text, not as a LIKE pattern (`%` is no wildcard here)
         rows = list(self.db["runs"].rows_where("id = ? OR substr(id, 1, length(?)) = ?",
                                                [run_id, run_id, run_id], limit=2))

@@ -101,32 +101,27 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadli
         return d
     start = time.perf_counter()
     request = requests[0]
-    run_id = store.start_run(job.id, str(job.path), backend.name, backend.model,
-                             {"mode": "span", "pool": settings.span_pool, "factor": settings.span_factor,
-                              "delta_s": settings.span_delta_s, "sigma": settings.span_sigma}, mode="span")
-    try:
-        root = span_tree(job, request.trace_id, settings.span_max_children, settings.span_max_depth,
-                         settings.span_max_spans)
-        labels = label_spans(root)
-        agents = SpanAgents(job, backend, store, settings, run_id, request.trace_id, labels, request.baseline_ms,
-                            deadline, cancel)
-        pool = AgentsPool(settings.span_pool)
-        states, conclusions = pool.run(root, lambda s: s.children, lambda s: s.span_id,
-                                       agents.self_state, agents.consolidate)
-        g = evidence_graph(root, states, conclusions)
-        path = path_to_root_cause(g)
-        picks, reason = synthesize(agents, g, path)
-        evidence = graph_evidence(job, g, path)
-        ranked = [RootCause(e, job.entities[e].kind, s) for e, s in fuse(picks, evidence)]
-    except TimeLimit:
-        store.end_run(run_id, "timeout")
-        raise
-    except KeyboardInterrupt:
-        store.end_run(run_id, "interrupted")
-        raise
-    except BaseException:
-        store.end_run(run_id, "failed")
-        raise
+    with store.run(job, backend, {"mode": "span", "pool": settings.span_pool, "factor": settings.span_factor,
+                                  "delta_s": settings.span_delta_s, "sigma": settings.span_sigma}, mode="span") as run:
+        d = _analyze_request(job, backend, store, settings, run.id, request, graph_dir, deadline, cancel, start)
+        run.status, run.diagnosis = ("finalized" if d.model_root_causes else "step_limit"), d.to_dict()
+    return d
+
+
+def _analyze_request(job, backend, store, settings, run_id, request, graph_dir, deadline, cancel, start) -> Diagnosis:
+    root = span_tree(job, request.trace_id, settings.span_max_children, settings.span_max_depth,
+                     settings.span_max_spans)
+    labels = label_spans(root)
+    agents = SpanAgents(job, backend, store, settings, run_id, request.trace_id, labels, request.baseline_ms,
+                        deadline, cancel)
+    pool = AgentsPool(settings.span_pool)
+    states, conclusions = pool.run(root, lambda s: s.children, lambda s: s.span_id,
+                                   agents.self_state, agents.consolidate)
+    g = evidence_graph(root, states, conclusions)
+    path = path_to_root_cause(g)
+    picks, reason = synthesize(agents, g, path)
+    evidence = graph_evidence(job, g, path)
+    ranked = [RootCause(e, job.entities[e].kind, s) for e, s in fuse(picks, evidence)]
     top = ranked[0] if ranked else None
     reasons = {e: r for e, _, r in ranking(job)}
     names = set(job.entities)
@@ -156,5 +151,4 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadli
         page = graph_dir / f"{run_id}.html"
         page.write_text(to_html(g, f"{job.id}: evidence graph of trace {request.trace_id}"))
         d.span["picture"] = str(page)
-    store.end_run(run_id, "finalized" if picks else "step_limit", d.to_dict())
     return d

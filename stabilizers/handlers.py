@@ -1,239 +1,205 @@
-"""Error handlers: checks that answer a well-formed but bad action with an error and a hint, instead of acting.
+"""Error handlers: answer a well-formed but bad action with an error and a hint, instead of acting on it.
 
-Each check takes the action and the agent (the Controller) and raises `Handled` to reject it; the
-controller appends the message, counts the step invalid and records the handler's name on the step.
-With constrained decoding, `limits()` narrows the next step's schema the same way, so that a constrained
-model avoids the handled mistakes instead of spending a step on them: a (tool, entity) pair already called
-is no longer offered, finalize appears only after a tool call and names only entities that were inspected.
+Each rule is defined once. What the action alone decides (a known tool, its arguments, inventory names, an
+expert's non-trivial input) is the step's JSON schema (`rcagent.actions.action_schema`): `contract` validates
+the parsed action against it, and constrained decoding generates from the same schema. What depends on the
+run so far (a repeated call, a tool in a rut, a finalize before any inspection) is a `Rule` whose `limits`
+say what it rules out at this step: `check` refuses an action they rule out, and `limits` narrows the next
+step's schema by them, so a constrained model avoids the mistake instead of spending a step on it.
+A refusal raises `Handled` (the rule's name, the error, a hint); the texts live in prompts/messages.yaml.
 """
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Callable
 
+import jsonschema
 from rapidfuzz import fuzz, process
 
-from rcagent.actions import FINALIZE_ARGS, SchemaLimits
+from rcagent.actions import BUILTIN_ACTIONS, FINALIZE_ARGS, Action, SchemaLimits, action_schema, as_list, branch
 from rcagent.errors import Handled, UnknownEntity
+from rcagent.investigation import Investigation, call_text
+from rcagent.prompts import message
 
-if TYPE_CHECKING:
-    from rcagent.actions import Action
-    from rcagent.controller import Controller
-
-BUILTIN_ACTIONS = ("read_snapshot", "finalize")
-NEAR_IDENTICAL = 80      # rapidfuzz ratio of the non-entity arguments above which two calls are the same
 EVIDENCE_MIN_CHARS = 10  # an evidence item shorter than this quotes nothing
 SAME_TOOL_RUN = 3        # a tool called this many times in a row is a rut: the next call must use another
 
 
-# ---- helpers ------------------------------------------------------------------------------------
-def resolved(agent: "Controller", action: "Action") -> dict:
-    """The action's arguments with entity names resolved to inventory ids (unresolvable ones kept)."""
-    tool = agent.tools.get(action.name)
+def refuse(rule: str, text: str, /, **values) -> Handled:
+    """The refusal of `rule`, worded by the message `text` of prompts/messages.yaml."""
+    return Handled(rule, message(text, "error", **values), message(text, "hint", **values))
+
+
+# ---- the contract: the action against the step's schema ------------------------------------------------
+def normalize(action: Action, inv: Investigation) -> Action:
+    """The action as the contract reads it: empty arguments dropped, entity names resolved to inventory ids
+    (case, unique prefix), finalize's root causes and evidence as lists, a snapshot key stripped."""
     args = {k: v for k, v in action.arguments.items() if v not in (None, "")}
-    if tool and tool.entity_param and tool.entity_param.name in args:
+    tool = inv.tools.get(action.name)
+
+    def resolve(name):
         try:
-            args[tool.entity_param.name] = agent.job.resolve(str(args[tool.entity_param.name])).id
+            return inv.job.resolve(name).id if isinstance(name, str) else name
         except UnknownEntity:
-            pass
-    return args
+            return name
+    if tool and tool.entity_param and tool.entity_param.name in args:
+        args[tool.entity_param.name] = resolve(args[tool.entity_param.name])
+    if action.name == "finalize":
+        for key in ("root_causes", "evidence"):
+            if key in args:
+                args[key] = as_list(args[key])
+        if isinstance(args.get("root_causes"), list):
+            names = []
+            for n in map(resolve, args["root_causes"]):
+                names += [n] if n not in names else []   # not dict.fromkeys: a bad item may be unhashable
+            args["root_causes"] = names
+    if action.name == "read_snapshot":
+        if isinstance(args.get("key"), str):
+            args["key"] = args["key"].strip()
+        if isinstance(args.get("page"), str) and args["page"].strip().isdigit():
+            args["page"] = int(args["page"])
+    return Action(action.thought, action.name, args)
 
 
-def call_text(name: str, args: dict) -> str:
-    return f"{name}({', '.join(f'{k}={json.dumps(v)}' for k, v in args.items())})"
-
-
-def covered(agent: "Controller") -> set[str]:
-    """Entities the agent inspected, with the pods of an inspected service or node and a pod's service."""
-    out: set[str] = set()
-    for name in agent.looked_at:
-        ent = agent.job.entities[name]
-        out.update(agent.job.members(ent))
-        if ent.kind == "pod" and ent.service in agent.job.entities:
-            out.add(ent.service)
-    return out
-
-
-def next_suspect(agent: "Controller") -> str:
-    """A concrete next call: the most anomalous entity not inspected yet, with a tool not used on it."""
-    from rcagent.tools.overview import ranking
-    seen = set(agent.looked_at)
-    entity = next((e for e, _, _ in ranking(agent.job) if e not in seen), None) or sorted(agent.job.entities)[0]
-    spent = {a.name for _, a in agent.history if resolved(agent, a).get("entity") == entity}
-    tool = next((t for t in ("logs", "metrics", "calls", "topology") if t in agent.tools and t not in spent),
-                next(iter(agent.tools), "metrics"))
-    return call_text(tool, {"entity": entity})
-
-
-# ---- the checks, in the order they run -----------------------------------------------------------------
-def unknown_tool(action: "Action", agent: "Controller") -> None:
-    known = list(agent.tools) + list(BUILTIN_ACTIONS)
-    if action.name not in known:
+def contract(action: Action, inv: Investigation) -> None:
+    """Validate a normalized action against the step's schema without its length bounds."""
+    schema = action_schema(inv.tools, inv.entities, snapshot_keys=list(inv.pages), bounded=False)
+    args_schema = branch(schema, action.name)
+    if args_schema is None:
+        known = list(inv.tools) + list(BUILTIN_ACTIONS)
         nearest = process.extractOne(action.name, known, scorer=fuzz.WRatio)
-        near = f"did you mean {nearest[0]}? " if nearest and nearest[1] >= 60 else ""
-        raise Handled("unknown_tool", f"unknown tool '{action.name}'.", f"{near}Choose one of: {', '.join(known)}.")
+        near = message("did_you_mean", name=nearest[0]) if nearest and nearest[1] >= 60 else ""
+        raise refuse("unknown_tool", "unknown_tool", name=action.name, near=near, known=", ".join(known))
+    errors = list(jsonschema.Draft202012Validator(args_schema).iter_errors(action.arguments))
+    if errors:
+        raise _contract_refusal(action, inv, args_schema, errors)
 
 
-def bad_arguments(action: "Action", agent: "Controller") -> None:
+def _contract_refusal(action: Action, inv: Investigation, args_schema: dict, errors: list) -> Handled:
+    """The refusal for the most basic schema error: the argument names, then inventory names, then values."""
+    def first(e):
+        return (list(e.path) or [None])[0]
+    required = [e.message.split("'")[1] for e in errors if e.validator == "required"]
+    extra = [k for k in action.arguments if k not in args_schema["properties"]]
+    names = [e for e in errors if e.validator == "enum" and _is_entity(action, inv, e.path)]
+    if action.name == "finalize" and ("root_causes" in required or any(
+            first(e) == "root_causes" and e.validator != "enum" for e in errors)):
+        rc = action.arguments.get("root_causes")
+        return refuse("bad_arguments", "no_root_causes" if not rc else "bad_root_causes",
+                      arguments=", ".join(FINALIZE_ARGS))
+    if action.name == "read_snapshot" and not (extra or required) and any(first(e) == "key" for e in errors):
+        return refuse("bad_arguments", "no_snapshot", key=action.arguments.get("key"),
+                      keys=", ".join(inv.pages) or message("none_yet"))
+    tool = inv.tools.get(action.name)
+    signature = tool.signature() if tool else f"{action.name}({', '.join(args_schema['properties'])})"
+    if extra or required:
+        what = "; ".join(([message("unknown_argument", names=", ".join(extra))] if extra else [])
+                         + ([message("missing_argument", names=", ".join(required))] if required else []))
+        example = call_text(tool.name, {p.name: "<entity>" for p in tool.params if p.entity}) if tool else signature
+        return refuse("bad_arguments", "bad_arguments", tool=action.name, what=what, signature=signature,
+                      example=example)
+    if names:
+        name = names[0].instance
+        return refuse("unknown_entity", "unknown_entity", name=name, nearest=", ".join(inv.job.nearest(str(name))))
+    trivial = [e for e in errors if e.validator == "minLength" and tool and tool.expert]
+    if trivial:
+        p = next(p for p in tool.params if p.name == first(trivial[0]))
+        return refuse("trivial_input", "trivial_input", tool=tool.name, param=p.name, value=trivial[0].instance,
+                      chars=p.min_chars, doc=p.doc)
+    wrong = list(dict.fromkeys(str(first(e)) for e in errors if e.path))
+    choices = "; ".join(message("is_one_of", name=p.name, choices=", ".join(p.choices))
+                        for p in (tool.params if tool else ()) if p.choices)
+    return refuse("bad_arguments", "bad_value", tool=action.name, names=", ".join(wrong) or "arguments",
+                  signature=signature, choices=f"; {choices}" if choices else "")
+
+
+def _is_entity(action: Action, inv: Investigation, path) -> bool:
+    path = list(path)
     if action.name == "finalize":
-        names = action.arguments.get("root_causes")
-        if not names:
-            raise Handled("bad_arguments", "finalize needs root_causes.",
-                          f"give {', '.join(FINALIZE_ARGS)}; root_causes lists inventory entities, best first.")
-        if not isinstance(names, str) and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise Handled("bad_arguments", "finalize: root_causes must be a list of entity names.",
-                          "give root_causes as a list of names from the inventory, best first.")
-        return
+        return path[:1] == ["root_causes"] and len(path) == 2
+    tool = inv.tools.get(action.name)
+    return bool(tool and tool.entity_param and path == [tool.entity_param.name])
+
+
+# ---- the rules that depend on the run so far ------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    limits: Callable[[Investigation], SchemaLimits]          # what the rule rules out at this step
+    explain: Callable[[Action, Investigation, str], Handled]  # the refusal, given SchemaLimits.refuses' reason
+
+
+def _no_repeats(inv: Investigation) -> SchemaLimits:
+    """A tool runs once per entity (the overview is in the task already); a snapshot's pages are shown once,
+    in order, so read_snapshot takes no page and a snapshot read to the end is spent."""
+    spent: dict[str, set[str]] = {"overview": {""}, "read_snapshot": inv.read_to_the_end()}
+    for _, a in inv.history:
+        if a.name in inv.tools:
+            spent.setdefault(a.name, set()).add(inv.target(a))
+    return SchemaLimits(spent=spent, pages_shown=inv.shown)
+
+
+def _explain_repeat(action: Action, inv: Investigation, why: str) -> Handled:
+    key = inv.target(action)
     if action.name == "read_snapshot":
-        keys = list(agent.page_counts)
-        if not isinstance(action.arguments.get("key"), str):
-            raise Handled("bad_arguments", "read_snapshot: key must be a snapshot key such as S1.",
-                          f"read one of: {', '.join(keys) or 'none yet'}.")
-        key = str(action.arguments.get("key") or "").strip()
-        if key not in keys:
-            raise Handled("bad_arguments", f"no snapshot '{key}' in this run.",
-                          f"read one of: {', '.join(keys) or 'none yet'}.")
-        return
-    tool = agent.tools[action.name]
-    allowed = [p.name for p in tool.params]
-    extra = [k for k in action.arguments if k not in allowed]
-    missing = [p.name for p in tool.params if p.required and action.arguments.get(p.name) in (None, "")]
-    wrong = [p.name for p in tool.params if action.arguments.get(p.name) not in (None, "") and (
-             (p.type == "string" and not isinstance(action.arguments.get(p.name), str))
-             or (p.choices and action.arguments.get(p.name) not in p.choices))]
-    if wrong and not extra and not missing:
-        choices = "; ".join(f"{p.name} is one of {', '.join(p.choices)}" for p in tool.params if p.choices)
-        raise Handled("bad_arguments", f"{tool.name}: bad value for {', '.join(wrong)}.",
-                      f"call it as {tool.signature()} with names from the inventory{'; ' + choices if choices else ''}.")
-    if extra or missing:
-        what = (f"unknown argument(s) {', '.join(extra)}" if extra else "") + \
-               ("; " if extra and missing else "") + (f"missing {', '.join(missing)}" if missing else "")
-        example = call_text(tool.name, {p.name: "<entity>" for p in tool.params if p.entity})
-        raise Handled("bad_arguments", f"{tool.name}: {what}.", f"call it as {tool.signature()}, e.g. {example}.")
+        if why == "spent":
+            return refuse("repeated_call", "snapshot_read", key=key, suspect=inv.next_suspect())
+        return refuse("repeated_call", "page_shown", page=action.arguments["page"], key=key,
+                      suspect=inv.next_suspect())
+    if action.name == "overview" and not key:
+        return refuse("repeated_call", "overview_shown", suspect=inv.next_suspect())
+    step, earlier = next((s, a) for s, a in inv.history if a.name == action.name and inv.target(a) == key)
+    return refuse("repeated_call", "repeated_call", call=call_text(earlier.name, earlier.arguments), step=step,
+                  suspect=inv.next_suspect())
 
 
-def unknown_entity(action: "Action", agent: "Controller") -> None:
-    tool = agent.tools.get(action.name)
-    if action.name == "finalize":
-        names = action.arguments.get("root_causes")
-        names = [names] if isinstance(names, str) else list(names or [])
-    elif tool and tool.entity_param and action.arguments.get(tool.entity_param.name) not in (None, ""):
-        names = [action.arguments[tool.entity_param.name]]
-    else:
-        return
-    for name in names:
-        try:
-            agent.job.resolve(str(name))
-        except UnknownEntity as exc:
-            raise Handled("unknown_entity", f"'{name}' is not in the inventory.",
-                          f"nearest names: {', '.join(exc.suggestions)}; use a name exactly as the overview "
-                          "or topology shows it.") from None
-
-
-def trivial_input(action: "Action", agent: "Controller") -> None:
-    tool = agent.tools.get(action.name)
-    if not tool or not tool.expert:
-        return
-    for p in tool.params:
-        value = str(action.arguments.get(p.name) or "").strip()
-        if p.min_chars and (p.required or value) and len(value) < p.min_chars:
-            raise Handled("trivial_input", f"{tool.name} got a trivial {p.name} ('{value}').",
-                          f"give the expert a real {p.name} of at least {p.min_chars} characters: {p.doc}.")
-
-
-def repeated_call(action: "Action", agent: "Controller") -> None:
-    if action.name == "finalize":
-        return
-    if action.name == "read_snapshot":
-        key = str(action.arguments["key"]).strip()
-        page = agent.snapshot_page(key, action.arguments.get("page"))
-        if page is None:
-            raise Handled("repeated_call", f"every page of snapshot {key} was already shown.",
-                          f"move on: {next_suspect(agent)}, or finalize.")
-        if page in agent.pages_read.get(key, set()):
-            raise Handled("repeated_call", f"page {page} of snapshot {key} was already shown.",
-                          f"read_snapshot(key=\"{key}\") shows the next unread page; or {next_suspect(agent)}.")
-        return
-    args = resolved(agent, action)
-    if action.name == "overview" and not args:
-        raise Handled("repeated_call", "the overview is already in the task above.",
-                      f"inspect a suspect instead: {next_suspect(agent)}.")
-    for step, earlier in agent.history:
-        if earlier.name == action.name and resolved(agent, earlier) == args:
-            raise Handled("repeated_call", f"you already called {call_text(action.name, args)} at step {step}; "
-                          "its result is above.", f"call another tool or entity: {next_suspect(agent)}.")
-
-
-def rut(agent: "Controller") -> str | None:
+def rut(inv: Investigation) -> str | None:
     """The tool of the last SAME_TOOL_RUN steps when they all used one tool (e.g. topology on everything)."""
-    last = [a.name for _, a in agent.history[-SAME_TOOL_RUN:]]
-    return last[0] if len(last) == SAME_TOOL_RUN and len(set(last)) == 1 and last[0] in agent.tools else None
+    last = [a.name for _, a in inv.history[-SAME_TOOL_RUN:]]
+    return last[0] if len(last) == SAME_TOOL_RUN and len(set(last)) == 1 and last[0] in inv.tools else None
 
 
-def loop(action: "Action", agent: "Controller") -> None:
-    """Near-identical or alternating calls within a sliding window: the same tool on the same entity twice
-    more with other arguments, or once more with nearly the same ones; or one tool in a rut."""
-    if action.name in BUILTIN_ACTIONS:
-        return
-    if rut(agent) == action.name:
-        raise Handled("loop", f"{action.name} was called {SAME_TOOL_RUN} times in a row.",
-                      "look at the evidence with another tool (metrics, logs, calls), or finalize.")
-    tool = agent.tools[action.name]
-    args = resolved(agent, action)
-    entity = args.get(tool.entity_param.name) if tool.entity_param else None
-    rest = json.dumps({k: v for k, v in args.items() if k != "entity"}, sort_keys=True)
-    same = []
-    for step, earlier in agent.history[-agent.settings.loop_window:]:
-        e_args = resolved(agent, earlier)
-        if earlier.name == action.name and (e_args.get("entity") if tool.entity_param else None) == entity:
-            same.append(json.dumps({k: v for k, v in e_args.items() if k != "entity"}, sort_keys=True))
-    near = [r for r in same if fuzz.ratio(r, rest) >= NEAR_IDENTICAL]
-    if len(same) >= 2 or near:
-        target = f" on {entity}" if entity else ""
-        raise Handled("loop", f"you are going round in circles: {action.name}{target} was called "
-                      f"{len(same)} time(s) in the last {agent.settings.loop_window} steps.",
-                      f"use what you saw and move on: {next_suspect(agent)}, or finalize.")
+def _no_rut(inv: Investigation) -> SchemaLimits:
+    stuck = rut(inv)
+    return SchemaLimits(spent={stuck: set(inv.job.entities) | {""}} if stuck else {})
 
 
-def premature_finalize(action: "Action", agent: "Controller") -> None:
-    if action.name != "finalize":
-        return
-    if not agent.looked_at:
-        raise Handled("premature_finalize", "finalize before any evidence was gathered: no tool was called yet.",
-                      f"inspect the top suspect first: {next_suspect(agent)}.")
-    names = action.arguments.get("root_causes")
-    names = [names] if isinstance(names, str) else list(names)
-    seen = covered(agent)
-    unseen = [n for n in names if agent.job.resolve(str(n)).id not in seen]
-    if unseen:
-        raise Handled("premature_finalize", f"root_causes names {', '.join(map(str, unseen))}, never inspected.",
-                      f"inspect it first, e.g. {call_text('metrics', {'entity': str(unseen[0])})}, or name only "
-                      f"entities you inspected: {', '.join(sorted(agent.looked_at)[:5])}.")
-    evidence = action.arguments.get("evidence") or []
-    evidence = [evidence] if isinstance(evidence, str) else evidence
-    if not any(len(str(e).strip()) >= EVIDENCE_MIN_CHARS for e in evidence):
-        raise Handled("premature_finalize", "finalize without evidence.",
-                      "quote in evidence the observations that support the root cause: a metric that moved, "
-                      "a log line, a call rate or latency.")
+def _explain_rut(action: Action, inv: Investigation, why: str) -> Handled:
+    return refuse("loop", "rut", tool=action.name, times=SAME_TOOL_RUN)
 
 
-HANDLERS = (unknown_tool, bad_arguments, unknown_entity, trivial_input, repeated_call, loop, premature_finalize)
+def _evidence_first(inv: Investigation) -> SchemaLimits:
+    """finalize only after a tool call, naming only entities inspected, quoting evidence."""
+    return SchemaLimits(allow_finalize=bool(inv.looked_at), finalize_entities=sorted(inv.covered()) or None,
+                        evidence_min=EVIDENCE_MIN_CHARS)
 
 
-# ---- the same rules as schema limits, for constrained decoding ---------------------------------------
-def limits(agent: "Controller") -> SchemaLimits:
-    spent: dict[str, set[str]] = {"overview": {""}}   # the overview is in the task already
-    for _, a in agent.history:
-        tool = agent.tools.get(a.name)
-        if tool is not None:
-            args = resolved(agent, a)
-            spent.setdefault(a.name, set()).add(str(args.get(tool.entity_param.name, "")) if tool.entity_param else "")
-    stuck = rut(agent)
-    if stuck:
-        spent[stuck] = set(agent.job.entities) | {""}
-    # snapshot keys whose every page was shown are no longer offered
-    spent["read_snapshot"] = {k for k in agent.page_counts if agent.snapshot_page(k, None) is None}
-    # no page number: a small model asks for a page it has seen (measured: page 3 of S1 ten times in a run)
-    return SchemaLimits(spent=spent, allow_finalize=bool(agent.looked_at),
-                        finalize_entities=sorted(covered(agent)) or None, evidence_min=EVIDENCE_MIN_CHARS,
-                        snapshot_pages=False)
+def _explain_premature(action: Action, inv: Investigation, why: str) -> Handled:
+    if why == "finalize":
+        return refuse("premature_finalize", "blind_finalize", suspect=inv.next_suspect())
+    if why == "unseen":
+        seen = inv.covered()
+        unseen = [n for n in action.arguments["root_causes"] if n not in seen]
+        return refuse("premature_finalize", "unseen_root_cause", names=", ".join(unseen),
+                      call=call_text("metrics", {"entity": unseen[0]}), inspected=", ".join(sorted(inv.looked_at)[:5]))
+    return refuse("premature_finalize", "no_evidence", chars=EVIDENCE_MIN_CHARS)
+
+
+RULES = (Rule("repeated_call", _no_repeats, _explain_repeat), Rule("loop", _no_rut, _explain_rut),
+         Rule("premature_finalize", _evidence_first, _explain_premature))
+
+
+def check(action: Action, inv: Investigation) -> None:
+    """Refuse a (normalized, contract-valid) action that a rule rules out at this step."""
+    for rule in RULES:
+        why = rule.limits(inv).refuses(action, inv.target(action))
+        if why:
+            raise rule.explain(action, inv, why)
+
+
+def limits(inv: Investigation) -> SchemaLimits:
+    """Everything the rules rule out at this step, for the next step's schema."""
+    out = SchemaLimits()
+    for rule in RULES:
+        out = out.merge(rule.limits(inv))
+    return out

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from rcagent import snapshots
 from rcagent.controller import Controller
 from rcagent.serving.scripted import ScriptedBackend
 
@@ -71,8 +72,8 @@ def test_every_step_is_stored(contacts_job, store, settings):
     steps = store.steps(d.run_id)
     assert [s["action"] for s in steps] == ["topology", "finalize"]
     assert steps[0]["observation"].startswith("ts-contacts-service: service")
-    assert store.run(d.run_id)["status"] == "finalized"
-    assert json.loads(store.run(d.run_id)["diagnosis"])["root_causes"][0]["entity"].startswith("ts-contacts")
+    assert store.get_run(d.run_id)["status"] == "finalized"
+    assert json.loads(store.get_run(d.run_id)["diagnosis"])["root_causes"][0]["entity"].startswith("ts-contacts")
 
 
 def test_long_observation_goes_behind_a_snapshot_key(contacts_job, store, settings):
@@ -98,13 +99,16 @@ def test_read_snapshot_pages_through(contacts_job, store, settings):
     c.do_step()
     key = store.snapshot_keys(c.run_id)[-1]["key"]
     full = store.snapshot(c.run_id, key)
-    page2 = c.read_snapshot(key, 2)
+    page2 = snapshots.read(store, c.run_id, c.inv, key, 2, 200)
     assert page2.startswith(f"[snapshot {key}, page 2 of") and full[200:400] in page2
-    assert c.read_snapshot(key, 999).split("\n", 1)[1] == full[(-(-len(full) // 200) - 1) * 200:]
+    last = snapshots.read(store, c.run_id, c.inv, key, 999, 200)
+    assert last.split("\n", 1)[1] == full[(-(-len(full) // 200) - 1) * 200:]
+    # without a page: the first page not shown yet (page 1 is the head already in the prompt)
+    assert snapshots.read(store, c.run_id, c.inv, key, None, 200).startswith(f"[snapshot {key}, page 3 of")
 
 
 def test_invalid_outputs_are_answered_and_counted(contacts_job, store, settings):
-    """Without stabilizers the controller still rejects what it cannot execute (see test_stabilizers)."""
+    """Without the error handlers the action contract still refuses what cannot run (see test_stabilizers)."""
     settings.jsonregen = settings.handlers = False
     d, c, backend, events = run(contacts_job, store, settings,
                                 "I think the answer is contacts",          # prose
@@ -117,12 +121,14 @@ def test_invalid_outputs_are_answered_and_counted(contacts_job, store, settings)
     assert d.finalized and d.invalid_steps == 5 and d.steps == 6
     errors = [s["error"] for s in store.steps(d.run_id)[:5]]
     assert "not valid JSON" in errors[0]
-    assert "unknown action 'dance'" in errors[1]
-    assert "did you mean" in errors[2] and "ts-contacts-service" in errors[2]
-    assert "metrics needs entity" in errors[3]
-    assert "not in the inventory" in errors[4]
+    assert "unknown tool 'dance'" in errors[1]
+    assert "'contacts-svc' is not in the inventory" in errors[2] and "nearest names: ts-contacts-service" in errors[2]
+    assert "metrics: missing entity" in errors[3]
+    assert "'nobody' is not in the inventory" in errors[4]
+    assert [s["handler"] for s in store.steps(d.run_id)[:5]] == ["format", "unknown_tool", "unknown_entity",
+                                                                 "bad_arguments", "unknown_entity"]
     # the error goes back to the model as the next user message
-    assert "did you mean" in backend.calls[3]["messages"][-1]["content"]
+    assert "nearest names" in backend.calls[3]["messages"][-1]["content"]
 
 
 def test_step_limit_gives_best_effort_not_exception(contacts_job, store, settings):
@@ -132,7 +138,7 @@ def test_step_limit_gives_best_effort_not_exception(contacts_job, store, setting
     assert not d.finalized and d.steps == 3 and d.invalid_steps == 1
     assert {r.entity for r in d.root_causes} <= {"ts-contacts-service", "ts-order-service"}
     assert "step limit" in d.root_cause
-    assert store.run(d.run_id)["status"] == "step_limit"
+    assert store.get_run(d.run_id)["status"] == "step_limit"
     # the last step offers finalize only
     assert [b["properties"]["action"]["enum"][0] for b in [backend.calls[2]["schema"]]] == ["finalize"]
 
@@ -146,7 +152,7 @@ def test_interrupted_run_is_kept_and_marked(contacts_job, store, settings):
     c = Controller(contacts_job, Interrupting([act("overview")]), store, settings)
     with pytest.raises(KeyboardInterrupt):
         c.run()
-    assert store.run(c.run_id)["status"] == "interrupted"
+    assert store.get_run(c.run_id)["status"] == "interrupted"
     assert len(store.steps(c.run_id)) == 1
 
 

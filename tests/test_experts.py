@@ -91,11 +91,11 @@ def test_the_expert_tool_is_offered_only_when_experts_are_on(contacts_job, store
 def test_no_logs_gives_a_plain_answer(tmp_path, store, settings):
     job = Job.load(write(tmp_path / "j", entities="id,kind\ncart,service\n"))
     assert cluster_logs(job, "cart") == []
-    from rcagent.controller import ExpertCalls
+    from rcagent.experts import ExpertCalls
     from rcagent.tools import load_builtin_tools, run_tool
     settings.experts = True
     c = Controller(job, ScriptedBackend([]), store, settings)
-    out = run_tool(load_builtin_tools(experts=True)["log_expert"], job, {"entity": "cart"}, ctx=ExpertCalls(c))
+    out = run_tool(load_builtin_tools(experts=True)["log_expert"], job, {"entity": "cart"}, ctx=ExpertCalls(c.model, c.expert_figures))
     assert "no log lines" in out and c.expert_figures == {"clusters": 0, "kept": 0, "discarded": 0}
 
 
@@ -187,11 +187,11 @@ def code_job(tmp_path, files: dict[str, str]):
 
 
 def run_code_expert(job, target, backend, store, settings):
-    from rcagent.controller import ExpertCalls
+    from rcagent.experts import ExpertCalls
     from rcagent.tools import load_builtin_tools, run_tool
     settings.experts = True
     c = Controller(job, backend, store, settings)
-    return run_tool(load_builtin_tools(experts=True)["code_expert"], job, {"target": target}, ctx=ExpertCalls(c)), c
+    return run_tool(load_builtin_tools(experts=True)["code_expert"], job, {"target": target}, ctx=ExpertCalls(c.model, c.expert_figures)), c
 
 
 def test_code_expert_follows_the_code_and_stops_at_external_dependencies(tmp_path, store, settings):
@@ -263,7 +263,7 @@ def test_code_expert_with_the_real_model_on_an_installed_package(tmp_path, store
                     ignore=shutil.ignore_patterns("__pycache__"))
     settings = Settings(backend="local", store=str(tmp_path / "s.db"))
     out, c = run_code_expert(job, "json_repair/json_parser.py:40", make_backend(settings), store, settings)
-    assert out.startswith("Code expert on json_repair/json_parser.py:40: read ") and c.llm_calls >= 1
+    assert out.startswith("Code expert on json_repair/json_parser.py:40: read ") and c.model.llm_calls >= 1
     read = [m.group(1) for line in out.splitlines() if (m := re.match(r"(\S+) lines \d+-\d+:", line))]
     assert read and read[0] == "json_repair/json_parser.py" and len(read) <= 4
     assert all((job.path / "code" / path).is_file() for path in read)

@@ -49,7 +49,7 @@ def test_local_model_end_to_end(contacts_job, store, tmp_path):
     assert_valid_run(d, contacts_job)
     # constrained decoding: every step parsed as a valid action
     assert d.invalid_steps == 0
-    assert store.run(d.run_id)["status"] in ("finalized", "step_limit")
+    assert store.get_run(d.run_id)["status"] in ("finalized", "step_limit")
 
 
 def free_port() -> int:

@@ -121,7 +121,7 @@ def test_span_mode_on_a_real_job_builds_the_evidence_graph(job_of, tmp_path, sto
     assert len(store.span_agents(d.run_id)) == 2 * len(g)
     page = (tmp_path / "graphs" / f"{d.run_id}.html").read_text()
     assert page.count("<rect") == len(g) and "<script" not in page and "ABNORMAL" in page
-    assert json.loads(store.run(d.run_id)["diagnosis"])["span"]["path"] == span["path"]
+    assert json.loads(store.get_run(d.run_id)["diagnosis"])["span"]["path"] == span["path"]
 
 
 def test_span_agents_run_in_parallel_with_a_slow_model(job_of, store):

@@ -205,23 +205,18 @@ def test_fuzzy_name_of_the_same_entity_is_a_repeat_too(contacts_job, store, sett
     assert steps[1]["handler"] == "repeated_call"
 
 
-def test_near_identical_calls_in_the_window_are_a_loop(contacts_job, store, settings):
-    d, steps, _ = run(contacts_job, store, settings,
-                      act("logs", entity="ts-contacts-service", query="error"),
-                      act("metrics", entity="ts-contacts-service"),
-                      act("logs", entity="ts-contacts-service", query="errors"), GOOD_FINAL)
-    assert [s["handler"] for s in steps[:3]] == [None, None, "loop"]
-    assert "going round in circles" in steps[2]["error"]
-
-
-def test_alternating_calls_with_new_arguments_are_a_loop(contacts_job, store, settings):
-    """An exact-duplicate check misses this: every call differs, but it keeps circling two tools."""
-    d, steps, _ = run(contacts_job, store, settings,
-                      LOGS, act("metrics", entity="ts-contacts-service"),
-                      act("logs", entity="ts-contacts-service", query="timeout"),
-                      act("metrics", entity="ts-contacts-service", metric="cpu"),
-                      act("logs", entity="ts-contacts-service", query="exception"), GOOD_FINAL)
-    assert [s["handler"] for s in steps[:5]] == [None, None, None, None, "loop"]
+def test_a_tool_runs_once_per_entity_whatever_its_other_arguments(contacts_job, store, settings):
+    """Near-identical and alternating calls (new arguments each time, circling two tools) are repeats: the
+    rule is one call per tool and entity, the same rule the schema narrowing applies."""
+    d, steps, backend = run(contacts_job, store, settings,
+                            act("logs", entity="ts-contacts-service", query="error"),
+                            act("metrics", entity="ts-contacts-service"),
+                            act("logs", entity="ts-contacts-service", query="errors"),
+                            act("metrics", entity="ts-contacts-service", metric="cpu"), GOOD_FINAL)
+    assert [s["handler"] for s in steps[:4]] == [None, None, "repeated_call", "repeated_call"]
+    assert 'you already called logs(entity="ts-contacts-service", query="error") at step 1' in steps[2]["error"]
+    logs = [b for b in backend.calls[2]["schema"]["anyOf"] if b["properties"]["action"]["enum"] == ["logs"]][0]
+    assert "ts-contacts-service" not in logs["properties"]["arguments"]["properties"]["entity"]["enum"]
 
 
 def test_one_tool_in_a_rut_is_a_loop(contacts_job, store, settings):

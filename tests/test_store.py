@@ -49,4 +49,4 @@ def test_steps_saved_and_run_ended(store):
     store.add_step(run, 1, thought="t", action="overview", arguments={}, valid=1)
     store.end_run(run, "finalized", {"root_causes": []})
     assert store.steps(run)[0]["action"] == "overview"
-    assert store.run(run[:5])["status"] == "finalized"
+    assert store.get_run(run[:5])["status"] == "finalized"
