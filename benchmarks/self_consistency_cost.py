@@ -25,7 +25,7 @@ from rcagent.config import load_settings
 from rcagent.controller import Controller
 from rcagent.job import Job
 from rcagent.serving import make_backend
-from rcagent.stability import find_jobs, sample
+from rcagent.discovery import find_jobs, sample
 from rcagent.store import Store
 
 

@@ -29,3 +29,11 @@ class ExpertCalls:
 
     def report(self, **figures) -> None:
         self.figures.update(figures)
+
+
+def expert_tools() -> dict:
+    """The expert agents, registered as tools (rcagent.tools.Tool) beside the information tools."""
+    from rcagent.experts import codeexpert, logexpert  # noqa: F401  (importing registers them)
+    from rcagent.tools import REGISTRY
+
+    return {name: tool for name, tool in REGISTRY.items() if tool.expert}

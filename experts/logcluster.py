@@ -21,7 +21,8 @@ import networkx as nx
 from rapidfuzz import fuzz
 
 from rcagent.job import Job
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, one_of, template
+from rcagent.errorlike import ERROR_LEVELS, ERROR_WORDS, one_of
+from rcagent.tools.common import template
 
 MAX_LINES = 20_000
 MAX_TEMPLATES = 300

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rcagent.baselines import METHODS, run_baseline
+from rcagent.eval.baselines import METHODS, run_baseline
 from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import BadInput, TimeLimit

@@ -250,7 +250,8 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
     import datetime as dt
 
     from rcagent.config import cache_dir
-    from rcagent.stability import configurations, find_jobs, run_benchmark, table, write
+    from rcagent.discovery import find_jobs
+    from rcagent.eval.stability import configurations, run_benchmark, table, write
     from rcagent.store import Store
 
     if not Path(jobs_dir).expanduser().is_dir():
@@ -284,7 +285,7 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 def bench_ranking(jobs_dir, labels_dir, out, quiet, fmt):
     """The evidence ranking leave-one-system-out (parameters chosen on the other systems), with no baseline,
     beside NSigma, BARO and random on the same cases; no model is called."""
-    from rcagent.rankbench import run, table
+    from rcagent.eval.rankbench import run, table
 
     folder = Path(jobs_dir).expanduser()
     if not folder.is_dir():
@@ -321,7 +322,7 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
           base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
     from rcagent.batch import OutputLock, job_ids
-    from rcagent.stability import find_jobs, job_system, sample
+    from rcagent.discovery import find_jobs, job_system, sample
 
     folder = Path(jobs_dir).expanduser()
     if not folder.is_dir():
@@ -403,8 +404,8 @@ def _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed
 def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_backend, judge_model, judge_base_url,
              judge_script, plot_file, common, cases_file, config, fmt):
     """Score batch results against the labels: PR@1, RR, Recall@k, MRR, time, stability (one row per method)."""
-    from rcagent.evalreport import plot, render
-    from rcagent.evaluate import common_cases, load_cases, report
+    from rcagent.eval.evalreport import plot, render
+    from rcagent.eval.evaluate import common_cases, load_cases, report
 
     labels = Path(labels_dir).expanduser()
     jobs = Path(jobs_dir).expanduser() if jobs_dir else labels.parent / "jobs"
@@ -424,11 +425,11 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
     if unlabelled:
         notes.append(f"{len(unlabelled)} result lines have no label and are not scored: {', '.join(unlabelled[:5])}")
     if text_scores:
-        from rcagent.textmetrics import add_text_scores
+        from rcagent.eval.textmetrics import add_text_scores
 
         notes += add_text_scores(cases, Path(bleurt_dir).expanduser() if bleurt_dir else None)
     if judge_backend:
-        from rcagent.judge import add_judge_scores
+        from rcagent.eval.judge import add_judge_scores
         from rcagent.serving import make_backend
 
         settings = model_settings(config, judge_backend, judge_model, judge_base_url, None, None, judge_script)

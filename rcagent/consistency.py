@@ -76,7 +76,7 @@ def borda(rankings: list[list[str]], tiebreak: list[str]) -> list[str]:
 
 def nearest_to_centroid(texts: list[str]) -> tuple[int, float]:
     """Index of the text nearest the centroid of all texts' embeddings, and the mean similarity to it."""
-    from rcagent.textmetrics import embedder
+    from rcagent.embedding import embedder
 
     vectors = embedder().encode(texts, normalize_embeddings=True)
     centroid = vectors.mean(axis=0)

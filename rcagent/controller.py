@@ -21,12 +21,13 @@ from rcagent.diagnosis import Diagnosis
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError
 from rcagent.investigation import Investigation
 from rcagent.job import Job
-from rcagent.experts import ExpertCalls
-from rcagent.serving import Backend, Completion
+from rcagent.experts import ExpertCalls, expert_tools
+from rcagent.serving import Backend
 from rcagent.serving.counted import CountedModel
 from rcagent.stabilizers import handlers
 from rcagent.stabilizers.jsonregen import JsonRegen, strict
 from rcagent.store import Store
+from rcagent.trajectory import Trajectory
 from rcagent.tools import Tool, load_builtin_tools, run_tool, tool_docs
 
 ECHO_MAX = 300
@@ -49,16 +50,15 @@ class Controller:
         check_settings(settings)
         if not job.entities:
             raise BadInput(f"{job.path}: the job has no entities (no entities table and no telemetry names)")
-        self.job, self.backend, self.store, self.settings, self.progress = job, backend, store, settings, progress
-        tools = tools if tools is not None else load_builtin_tools(experts=settings.experts)
+        self.job, self.backend, self.store, self.settings = job, backend, store, settings
+        tools = tools if tools is not None else {**load_builtin_tools(), **(expert_tools() if settings.experts else {})}
         self.inv = Investigation(job, {n: t for n, t in tools.items() if t.available is None or t.available(job)})
         self.tools = self.inv.tools
         self.parse = JsonRegen(self.restate_as_yaml, settings.yaml_rounds) if settings.jsonregen else strict
         self.messages: list[dict] = []
         self.last_messages: list[dict] = []   # the messages of the current step's model call
-        self.expert_figures: dict = {}         # what an expert tool reported on this step
-        self.step = self.invalid = self.repaired = 0
         self.model = CountedModel(backend, store, settings)
+        self.trajectory = Trajectory(store, settings.max_steps, progress)
         self.run_id = ""
 
     def run(self, deadline: float | None = None, cancel: threading.Event | None = None) -> Diagnosis:
@@ -67,7 +67,7 @@ class Controller:
         event ends the run as interrupted (a batch stopped with Ctrl-C)."""
         start, s = time.perf_counter(), self.settings
         with self.store.run(self.job, self.backend, {k: getattr(s, k) for k in RUN_SETTINGS}) as record:
-            self.run_id = record.id
+            self.run_id = self.trajectory.run_id = record.id
             self.messages = [
                 {"role": "system", "content": prompts.render("system", max_steps=s.max_steps,
                                                              tool_docs=prompts.ours(tool_docs(self.tools)))},
@@ -78,8 +78,8 @@ class Controller:
                 if cancel is not None and cancel.is_set():
                     raise KeyboardInterrupt
                 if deadline is not None and time.monotonic() > deadline:
-                    raise TimeLimit(f"no answer after {self.step} steps: the time limit ran out")
-                if self.step >= s.max_steps:
+                    raise TimeLimit(f"no answer after {self.trajectory.step} steps: the time limit ran out")
+                if self.trajectory.step >= s.max_steps:
                     diagnosis = conclusion.best_effort(self.job, self.run_id, self.inv.looked_at,
                                                        "the step limit was reached before finalize")
                     break
@@ -94,13 +94,12 @@ class Controller:
         return diagnosis
 
     def do_step(self) -> None:
-        self.step += 1
-        last = self.step == self.settings.max_steps
+        t = self.trajectory
+        t.step += 1
+        last = t.step == self.settings.max_steps
         self.last_messages = self.messages + ([{"role": "user", "content": prompts.render("last_step")}]
                                               if last else [])
         completion = self.model.query(self.last_messages, self.schema(last))
-        record = {"raw": completion.text, "prompt_tokens": completion.prompt_tokens,
-                  "completion_tokens": completion.completion_tokens, "model_ms": completion.latency_ms}
         tool_start = time.perf_counter()
         action, rounds = None, []
         try:
@@ -108,11 +107,9 @@ class Controller:
             action = self.accept(action)
             observation = self.act(action)
         except Finalized:
-            self.save_step(action, record, rounds, tool_start, observation="(finalized)")
-            self.emit(action, completion)
+            t.save(action, completion, rounds, tool_start, observation="(finalized)")
             raise
         except AgentMessage as msg:
-            self.invalid += 1
             rounds = msg.rounds if isinstance(msg, FormatError) else rounds
             handler = msg.handler if isinstance(msg, Handled) else ("format" if action is None else "tool")
             # Echo the parsed action, or at most the start of a bad answer: a degenerate one must not fill
@@ -120,18 +117,16 @@ class Controller:
             echo = json.dumps(action.to_dict()) if action else completion.text[:ECHO_MAX]
             self.messages += [{"role": "assistant", "content": echo},
                               {"role": "user", "content": prompts.render("error", error=str(msg))}]
-            self.save_step(action, record, rounds, tool_start, valid=0, error=str(msg), handler=handler)
-            self.emit(None, completion, error=str(msg))
+            t.save(action, completion, rounds, tool_start, valid=0, error=str(msg), handler=handler)
             return
-        head, key = snapshots.shorten(self.store, self.run_id, self.step, action.name, observation, self.inv,
+        head, key = snapshots.shorten(self.store, self.run_id, t.step, action.name, observation, self.inv,
                                       self.settings.snapshot_threshold, self.settings.head_chars)
-        self.inv.record(self.step, action)
+        self.inv.record(t.step, action)
         self.messages += [{"role": "assistant", "content": json.dumps(action.to_dict())},
-                          {"role": "user", "content": prompts.render("observation", step=self.step,
+                          {"role": "user", "content": prompts.render("observation", step=t.step,
                                                                      max_steps=self.settings.max_steps,
                                                                      observation=prompts.data(head))}]
-        self.save_step(action, record, rounds, tool_start, observation=head, snapshot=key)
-        self.emit(action, completion)
+        t.save(action, completion, rounds, tool_start, observation=head, snapshot=key)
 
     def accept(self, action: Action) -> Action:
         """The action as it will run: normalized, valid against the step's contract, and (with the error
@@ -150,7 +145,7 @@ class Controller:
                                   action.arguments.get("page"), self.settings.head_chars)
         tool = self.tools[action.name]
         try:
-            return run_tool(tool, self.job, action.arguments, ctx=ExpertCalls(self.model, self.expert_figures) if tool.expert else None)
+            return run_tool(tool, self.job, action.arguments, ctx=ExpertCalls(self.model, self.trajectory.expert_figures) if tool.expert else None)
         except (ValueError, TypeError) as exc:
             raise ToolError(prompts.message("tool_failed", tool=tool.name, reason=exc)) from None
 
@@ -173,10 +168,8 @@ class Controller:
         return self.schema(last=True)
 
     def restate_as_yaml(self, answer: str, error: str) -> str:
-        """JsonRegen's regeneration round: the model restates its own answer as YAML (unconstrained).
-
-        The request continues the step's conversation, so the model knows the tools and the inventory, and
-        the backend reuses the conversation's cached prefix instead of evaluating a new prompt."""
+        """JsonRegen's regeneration round: the model restates its answer as YAML (unconstrained), continuing
+        the step's conversation (it knows the tools and the inventory; the backend reuses the cached prefix)."""
         prompt = prompts.render("regen_yaml", error=error, tools=", ".join(list(self.tools) + ["read_snapshot", "finalize"]))
         messages = self.last_messages + [{"role": "assistant", "content": answer[:REGEN_ANSWER_MAX]},
                                          {"role": "user", "content": prompt}]
@@ -186,33 +179,11 @@ class Controller:
         """The overview, computed before the first step: a tiny model starts from the anomaly ranking."""
         if "overview" not in self.tools:
             return "(no overview tool)"
-        return snapshots.shorten(self.store, self.run_id, self.step, "overview", run_tool(self.tools["overview"], self.job, {}),
+        return snapshots.shorten(self.store, self.run_id, 0, "overview", run_tool(self.tools["overview"], self.job, {}),
                                  self.inv, self.settings.snapshot_threshold, self.settings.head_chars)[0]
 
-    # ---- bookkeeping ------------------------------------------------------------------------------
     def fill_figures(self, d: Diagnosis, wall_s: float) -> None:
-        m = self.model
-        d.run_id, d.steps, d.invalid_steps, d.repaired_steps = self.run_id, self.step, self.invalid, self.repaired
+        m, t = self.model, self.trajectory
+        d.run_id, d.steps, d.invalid_steps, d.repaired_steps = self.run_id, t.step, t.invalid, t.repaired
         d.llm_calls, d.prompt_tokens, d.completion_tokens = m.llm_calls, m.prompt_tokens, m.completion_tokens
         d.wall_s, d.backend, d.model = round(wall_s, 3), self.backend.name, self.backend.model
-
-    def save_step(self, action: Action | None, record: dict, rounds: list[dict], tool_start: float,
-                  valid: int = 1, **fields) -> None:
-        if valid and len(rounds) > 1:
-            self.repaired += 1
-        if self.expert_figures:
-            record["expert"] = json.dumps(self.expert_figures)
-            self.expert_figures.clear()
-        self.store.add_step(self.run_id, self.step, thought=action.thought if action and valid else None,
-                            action=action.name if action else "(invalid)", arguments=action.arguments if action else None,
-                            valid=valid, repairs=json.dumps(rounds) if len(rounds) > 1 else None,
-                            tool_ms=(time.perf_counter() - tool_start) * 1000, **record, **fields)
-
-    def emit(self, action: Action | None, completion: Completion, error: str | None = None) -> None:
-        if self.progress:
-            args = action.arguments if action else {}
-            self.progress({"step": self.step, "max_steps": self.settings.max_steps,
-                           "action": action.name if action else "(invalid)",
-                           "entity": args.get("entity") or args.get("key") or ",".join(map(str, args.get("root_causes") or [])),
-                           "tokens": completion.prompt_tokens + completion.completion_tokens,
-                           "cached": completion.cached, "error": error})

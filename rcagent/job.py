@@ -103,7 +103,7 @@ class Job:
                     "UNION SELECT DISTINCT entity FROM traces").fetchall():
                 if name:
                     job.entities[name] = Entity(name, "unknown")
-        from rcagent.onset import split_at_onset   # onset reads the job through its tools' helpers
+        from rcagent.onset import split_at_onset
         split_at_onset(job)
         return job
 

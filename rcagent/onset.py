@@ -12,12 +12,15 @@ all series (a change-point library would loop over tens of thousands of series o
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rcagent.job import Job, Period
-from rcagent.tools.calls import ERR
-from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS
+from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
+
+if TYPE_CHECKING:
+    from rcagent.job import Job
 
 BUCKETS = 30      # time buckets the window is cut into
 MIN_POINTS = 2    # buckets with data a series needs on each side of a split
@@ -99,9 +102,9 @@ def split_at_onset(job: Job) -> dt.datetime | None:
     onset = find_onset(job)
     if onset is None:
         return None
-    job.onset = Period(job.window.start, onset, bare)
+    job.onset = replace(job.window, end=onset, tables=bare)
     job.baseline = job.baseline + [job.onset]
-    job.window = Period(onset, job.window.end, job.window.tables)
+    job.window = replace(job.window, start=onset)
     job.cache.clear()
     return onset
 
@@ -110,7 +113,7 @@ def without_baseline(job: Job) -> dt.datetime | None:
     """The job as if it had come with no baseline at all: its window as given, split at its own onset (the
     "no baseline" variant of `rcagent bench ranking`)."""
     if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
-        job.window = Period(job.onset.start, job.window.end, job.window.tables)
+        job.window = replace(job.window, start=job.onset.start)
         job.onset = None
     job.baseline = []
     job.cache.clear()

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from rcagent import explain, prompts
 from rcagent.diagnosis import Diagnosis, RootCause
-from rcagent.errors import TimeLimit
 from rcagent.fusion import fuse
 from rcagent.spans.agent import TEXT, SpanAgents
 from rcagent.spans.graph import evidence_graph, path_to_root_cause, to_html, to_json

@@ -13,7 +13,8 @@ import datetime as dt
 import re
 
 from rcagent.job import Job
-from rcagent.tools.common import ERROR_LEVELS, ERROR_WORDS, fmt, one_of, template
+from rcagent.errorlike import ERROR_LEVELS, ERROR_WORDS, one_of
+from rcagent.tools.common import fmt, template
 
 ROWS = 6
 

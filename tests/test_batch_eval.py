@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rcagent.baselines import run_baseline
+from rcagent.eval.baselines import run_baseline
 from rcagent.batch import Batch, prepare_output, read_results
 from rcagent.config import Settings
 from rcagent.errors import BadInput
@@ -139,7 +139,7 @@ def test_eval_refuses_bad_input_with_one_line(tmp_path, jobs_dir):
 
 # ---- text scores and judge ------------------------------------------------------------------------------
 def test_meteor_on_known_pairs():
-    from rcagent.textmetrics import meteor
+    from rcagent.eval.textmetrics import meteor
     hyp = "the payment service failed because the database connection pool was exhausted"
     ref = "the database connection pool got exhausted so the payment service crashed"
     assert meteor(hyp, ref) == pytest.approx(0.6385, abs=1e-4)      # measured with nltk 3.10 (FACTS.md)
@@ -152,7 +152,7 @@ def test_meteor_on_known_pairs():
 
 
 def test_wordnet_lexnames_match_the_debian_manual():
-    from rcagent.wordnet import lexnames
+    from rcagent.eval.wordnet import lexnames
     lines = lexnames().splitlines()
     assert len(lines) == 45 and lines[0] == "00\tadj.all\t3" and lines[44] == "44\tadj.ppl\t3"
     man = Path("/usr/share/man/man5/lexnames.5WN.gz")
@@ -162,7 +162,7 @@ def test_wordnet_lexnames_match_the_debian_manual():
 
 
 def test_embedding_score_prefers_the_right_diagnosis():
-    from rcagent.textmetrics import embedding_scores
+    from rcagent.eval.textmetrics import embedding_scores
     ref = "A CPU hog injected into service user saturated its CPU and slowed its requests."
     right, wrong = embedding_scores(["The user service is slow because its CPU is saturated by a runaway process.",
                                      "The payment database ran out of disk space."], [ref, ref])
@@ -182,7 +182,7 @@ def test_text_scores_through_eval(jobs_dir, tmp_path):
 
 
 def test_judge_grades_with_the_scripted_backend_and_skips_unusable_grades(jobs_dir, tmp_path):
-    from rcagent.judge import parse_grade
+    from rcagent.eval.judge import parse_grade
     assert parse_grade('{"reason": "ok", "correctness": 12, "helpfulness": "7"}') == \
         {"correctness": 10, "helpfulness": 7, "reason": "ok"}
     assert parse_grade("I think it is fine") is None
@@ -202,7 +202,7 @@ def test_judge_grades_with_the_scripted_backend_and_skips_unusable_grades(jobs_d
 
 
 def test_one_method_in_two_files_stays_apart(jobs_dir, tmp_path):
-    from rcagent.evaluate import load_cases
+    from rcagent.eval.evaluate import load_cases
     for name in ("run1", "run2"):
         assert rcagent("batch", "--jobs", str(jobs_dir), "--out", str(tmp_path / f"{name}.jsonl"), "--method",
                        "nsigma", "--quiet").returncode == 0
@@ -211,14 +211,14 @@ def test_one_method_in_two_files_stays_apart(jobs_dir, tmp_path):
 
 
 def test_common_keeps_only_jobs_every_method_has():
-    from rcagent.evaluate import common_cases
+    from rcagent.eval.evaluate import common_cases
     cases = [{"method": "a", "job": "j1"}, {"method": "a", "job": "j2"}, {"method": "b", "job": "j2"}]
     assert common_cases(cases) == cases[1:]
 
 
 @pytest.mark.model
 def test_the_local_model_can_act_as_judge(jobs_dir, tmp_path):
-    from rcagent.judge import judge_case
+    from rcagent.eval.judge import judge_case
     from rcagent.serving import make_backend
     backend = make_backend(Settings(backend="local"))
     case = {"ref_root_cause": "A CPU hog in service user saturated its CPU.", "ref_solution": "Stop the hog.",

@@ -94,7 +94,7 @@ def test_read_snapshot_pages_through(contacts_job, store, settings):
     settings.snapshot_threshold, settings.head_chars = 300, 200
     backend = ScriptedBackend([act("metrics", entity="ts-contacts-service")])
     c = Controller(contacts_job, backend, store, settings)
-    c.run_id = store.start_run("j", "/", "scripted", "m", {})
+    c.run_id = c.trajectory.run_id = store.start_run("j", "/", "scripted", "m", {})
     c.messages = []
     c.do_step()
     key = store.snapshot_keys(c.run_id)[-1]["key"]

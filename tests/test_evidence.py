@@ -83,7 +83,7 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
 
 
-RANKING_CODE = ["tools/overview.py", "tools/common.py", "tools/calls.py", "rcagent/onset.py", "rcagent/baselines.py",
+RANKING_CODE = ["tools/overview.py", "tools/common.py", "tools/calls.py", "rcagent/onset.py", "rcagent/eval/baselines.py",
                 "rcagent/fusion.py", "rcagent/explain.py"]
 NAMES = r"(?i)(trainticket|train-ticket|onlineboutique|online boutique|hipster|sockshop|sock-shop|petsite|" \
         r"petshop|changerca|nezha|\brcd\b|ts-[a-z]+-service|frontend|checkoutservice|adservice|cartservice|" \

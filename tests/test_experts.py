@@ -83,20 +83,21 @@ def test_log_expert_through_the_controller_reports_discarded_findings(contacts_j
 
 
 def test_the_expert_tool_is_offered_only_when_experts_are_on(contacts_job, store, settings):
+    from rcagent.experts import expert_tools
     from rcagent.tools import load_builtin_tools
     assert "log_expert" not in load_builtin_tools()
-    assert load_builtin_tools(experts=True)["log_expert"].expert
+    assert expert_tools()["log_expert"].expert
 
 
 def test_no_logs_gives_a_plain_answer(tmp_path, store, settings):
     job = Job.load(write(tmp_path / "j", entities="id,kind\ncart,service\n"))
     assert cluster_logs(job, "cart") == []
-    from rcagent.experts import ExpertCalls
-    from rcagent.tools import load_builtin_tools, run_tool
+    from rcagent.experts import ExpertCalls, expert_tools
+    from rcagent.tools import run_tool
     settings.experts = True
     c = Controller(job, ScriptedBackend([]), store, settings)
-    out = run_tool(load_builtin_tools(experts=True)["log_expert"], job, {"entity": "cart"}, ctx=ExpertCalls(c.model, c.expert_figures))
-    assert "no log lines" in out and c.expert_figures == {"clusters": 0, "kept": 0, "discarded": 0}
+    out = run_tool(expert_tools()["log_expert"], job, {"entity": "cart"}, ctx=ExpertCalls(c.model, c.trajectory.expert_figures))
+    assert "no log lines" in out and c.trajectory.expert_figures == {"clusters": 0, "kept": 0, "discarded": 0}
 
 
 def _log_job(tmp_path, lines: list[str]):
@@ -187,11 +188,11 @@ def code_job(tmp_path, files: dict[str, str]):
 
 
 def run_code_expert(job, target, backend, store, settings):
-    from rcagent.experts import ExpertCalls
-    from rcagent.tools import load_builtin_tools, run_tool
+    from rcagent.experts import ExpertCalls, expert_tools
+    from rcagent.tools import run_tool
     settings.experts = True
     c = Controller(job, backend, store, settings)
-    return run_tool(load_builtin_tools(experts=True)["code_expert"], job, {"target": target}, ctx=ExpertCalls(c.model, c.expert_figures)), c
+    return run_tool(expert_tools()["code_expert"], job, {"target": target}, ctx=ExpertCalls(c.model, c.trajectory.expert_figures)), c
 
 
 def test_code_expert_follows_the_code_and_stops_at_external_dependencies(tmp_path, store, settings):
@@ -204,7 +205,7 @@ def test_code_expert_follows_the_code_and_stops_at_external_dependencies(tmp_pat
     first = c.backend.calls[0]
     assert "   13             return null;" in first["messages"][0]["content"]       # numbered lines
     assert first["schema"]["properties"]["next"]["items"]["enum"] == ["RouteService"]
-    assert c.expert_figures == {"files": 2, "queued_left": 0, "external": 1}
+    assert c.trajectory.expert_figures == {"files": 2, "queued_left": 0, "external": 1}
     assert "code_expert" in Controller(job, Follower(), store, settings).tools
 
 

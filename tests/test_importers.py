@@ -87,7 +87,7 @@ def test_baseline_has_several_periods(contacts_job):
 
 
 def test_changerca_jobs_carry_every_rollout_alike_and_nothing_of_the_label(imported, labels):
-    from rcagent.baselines import run_baseline
+    from rcagent.eval.baselines import run_baseline
 
     cases = {job: lab for job, lab in labels.items() if lab["source"] == "changerca"}
     assert len(cases) == 11

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from rcagent.rankbench import BASELINES, GRID, leave_one_out
+from rcagent.eval.rankbench import BASELINES, GRID, leave_one_out
 from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rcagent.scoring import Inventory, score_case
+from rcagent.eval.scoring import Inventory, score_case
 
 # a tiny inventory: two services with two pods each, and a node
 INV = Inventory(kinds={"cart": "service", "cart-1": "pod", "cart-2": "pod", "pay": "service", "pay-1": "pod",

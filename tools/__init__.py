@@ -89,10 +89,8 @@ def run_tool(tool: Tool, job: Job, args: dict, ctx=None) -> str:
     return tool.run(job, **args)
 
 
-def load_builtin_tools(experts: bool = False) -> dict[str, Tool]:
-    """The information tools, plus the expert agents when `experts` is set."""
+def load_builtin_tools() -> dict[str, Tool]:
+    """The information tools (the expert agents: rcagent.experts.expert_tools)."""
     # Importing the modules registers their tools.
     from rcagent.tools import overview, metrics, logs, calls, events, topology  # noqa: F401
-    if experts:
-        from rcagent.experts import codeexpert, logexpert  # noqa: F401
-    return {name: tool for name, tool in REGISTRY.items() if experts or not tool.expert}
+    return {name: tool for name, tool in REGISTRY.items() if not tool.expert}

@@ -6,6 +6,7 @@ call spends between the two services (network, queues) -- the signal that expose
 """
 from __future__ import annotations
 
+from rcagent.errorlike import ERR
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
 from rcagent.tools.common import fmt, one_of, table
@@ -33,7 +34,6 @@ def edges(job: Job) -> str:
     return "edges"
 
 
-ERR = "(upper(coalesce(status, '')) IN ('ERROR', 'STATUS_CODE_ERROR', '2') OR status LIKE '5%')"
 
 
 @register("calls", "Calls of an entity from traces: requests, errors and latency per minute, callers and "

@@ -5,24 +5,8 @@ import json
 import math
 import re
 
+from rcagent.errorlike import one_of
 from rcagent.job import Job
-
-ERROR_LEVELS = ("WARN", "WARNING", "ERROR", "FATAL", "SEVERE", "CRITICAL")
-ERROR_WORDS = r"(?i)(exception|error|fail|timeout|timed out|refused|denied|unavailable|panic|traceback|reset by peer)"
-
-
-def one_of(column: str, param: str) -> str:
-    """SQL condition: the column's value is in the list bound to the named parameter `$param`.
-
-    Names (entities, levels) are always bound as parameters, never written into the SQL text: they come
-    from the telemetry, which is attacker-controlled."""
-    return f"list_contains(${param}, {column})"
-
-
-# SQL condition on the logs table: a warning-or-above level or error-like words; bind ERROR_PARAMS with it
-ERROR_LIKE = f"({one_of('upper(level)', 'levels')} OR regexp_matches(message, $words))"
-ERROR_PARAMS = {"levels": list(ERROR_LEVELS), "words": ERROR_WORDS}
-
 
 def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> list[dict]:
     """Per (entity, metric): baseline mean/sd, window mean/min/max and a signed deviation score."""

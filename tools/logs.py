@@ -5,7 +5,8 @@ from collections import defaultdict
 
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
-from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS, like_escape, one_of, quoted, table, template
+from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS, one_of
+from rcagent.tools.common import like_escape, quoted, table, template
 
 LIMIT = 15
 

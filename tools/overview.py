@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 from rcagent.job import Job
 from rcagent.tools import Param, register
-from rcagent.tools.calls import ERR, edges
-from rcagent.tools.common import ERROR_LIKE, ERROR_PARAMS, deviation, floor, second, short, table
+from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
+from rcagent.tools.calls import edges
+from rcagent.tools.common import deviation, floor, second, short, table
 
 LIMIT = 15
 

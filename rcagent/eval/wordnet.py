@@ -3,7 +3,7 @@
 nltk's METEOR needs WordNet. Debian installs its files in /usr/share/wordnet; nltk 3.10 refuses symlinks
 that leave its data folder, so the files are copied into `<venv>/share/nltk_data/corpora/wordnet` (a folder
 nltk searches without any variable), and the `lexnames` file Debian does not ship is written from the 45
-lexicographer file names of WordNet 3.0 (lexnames(5WN)). Run by `make install`: python -m rcagent.wordnet
+lexicographer file names of WordNet 3.0 (lexnames(5WN)). Run by `make install`: python -m rcagent.eval.wordnet
 """
 from __future__ import annotations
 

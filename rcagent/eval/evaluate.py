@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rcagent.batch import AGENT_METHODS, read_results
 from rcagent.errors import BadInput
-from rcagent.labels import load_label
+from rcagent.eval.labels import load_label
 from rcagent.validate import safe_name
-from rcagent.scoring import RECALL_KS, Inventory, level, score_case
+from rcagent.eval.scoring import RECALL_KS, Inventory, level, score_case
 
 BY_KEYS = ("source", "system", "fault", "level")
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 from rcagent.config import Settings
+from rcagent.discovery import find_jobs, sample
 from rcagent.errors import BackendError, BadInput
-from rcagent.labels import labels_dir
+from rcagent.eval.labels import labels_dir
 from rcagent.tables import render_table
 
 ABLATIONS = {
@@ -42,39 +42,6 @@ def configurations(ablate: str) -> dict[str, dict]:
     return {"full": {}, **{("plain" if n == "all" else f"no-{n}"): ABLATIONS[n] for n in dict.fromkeys(names)}}
 
 
-def find_jobs(folder: Path) -> list[Path]:
-    folder = folder / "jobs" if (folder / "jobs").is_dir() else folder
-    jobs = sorted(p.parent for p in folder.glob("*/job.yaml"))
-    if not jobs:
-        raise BadInput(f"{folder}: no job folders (folders holding a job.yaml)")
-    return jobs
-
-
-def job_system(job: Path) -> str:
-    from rcagent.job import read_meta
-
-    return read_meta(job).system
-
-
-def sample(jobs: list[Path], limit: int, seed: int) -> list[Path]:
-    """`limit` jobs spread evenly over the systems: shuffled per system (seeded), then taken in turn."""
-    by_system: dict[str, list[Path]] = {}
-    for job in jobs:
-        by_system.setdefault(job_system(job), []).append(job)
-    rng = random.Random(seed)
-    queues = []
-    for system in sorted(by_system):
-        members = sorted(by_system[system])
-        rng.shuffle(members)
-        queues.append(members)
-    picked: list[Path] = []
-    while len(picked) < limit and any(queues):
-        for q in queues:
-            if q and len(picked) < limit:
-                picked.append(q.pop(0))
-    return picked
-
-
 def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
     from rcagent.controller import Controller
     from rcagent.job import Job
@@ -85,8 +52,8 @@ def one_run(job_dir: Path, backend, store, settings: Settings) -> dict:
     try:
         d = controller.run()
     except BackendError as exc:  # e.g. the context window overflowed: the run failed, the bench goes on
-        return {**base, "passed": False, "finalized": False, "steps": controller.step,
-                "invalid_steps": controller.invalid + 1, "repaired_steps": controller.repaired, "wall_s": None,
+        return {**base, "passed": False, "finalized": False, "steps": controller.trajectory.step,
+                "invalid_steps": controller.trajectory.invalid + 1, "repaired_steps": controller.trajectory.repaired, "wall_s": None,
                 "llm_calls": controller.model.llm_calls,
                 "error": str(exc), "run_id": controller.run_id, "handlers": {}, "blind_finalize": False,
                 "tool_calls": 0, "repeated_calls": 0, "answer": []}
@@ -129,7 +96,7 @@ def summarize(name: str, overrides: dict, runs: list[dict], labels: Path) -> dic
 
 def accuracy(runs: list[dict], labels: Path) -> dict:
     """PR@1 and RR (RCAtlas, as `rcagent eval` scores them) over the runs whose job has a label."""
-    from rcagent.evaluate import score_rows
+    from rcagent.eval.evaluate import score_rows
 
     if not labels.is_dir():
         return {"scored": 0, "pr1": None, "rr": None}

