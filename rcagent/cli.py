@@ -102,15 +102,10 @@ def import_cmd(kind, src, dest, fmt):
     """Import a public RCA dataset (archive or extracted folder) into DEST/jobs and DEST/labels."""
     from rcagent.importers import run_import
 
-    tty = sys.stderr.isatty()
+    from rcagent.progress import counter
 
-    def progress(job_id, i, n):
-        if tty:
-            click.echo(f"\r  {i}/{n} {job_id}", nl=(i == n), err=True)
-        elif i == n or i % 10 == 0:
-            click.echo(f"  {i}/{n} jobs", err=True)
-
-    report = run_import(kind, src, dest, progress=progress)
+    step = counter("jobs imported")
+    report = run_import(kind, src, dest, progress=lambda job_id, i, n: step(i, n))
     if fmt == "json":
         click.echo(json.dumps({"source": report.source, "jobs": len(report.jobs), "systems": report.systems,
                                "lacking": report.lacking}, indent=2))
@@ -433,15 +428,9 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
         from rcagent.serving import make_backend
 
         settings = model_settings(config, judge_backend, judge_model, judge_base_url, None, None, judge_script)
-        tty = sys.stderr.isatty()
+        from rcagent.progress import counter
 
-        def judged(i, n):
-            if tty:
-                click.echo(f"\r  judged {i}/{n}", nl=i == n, err=True)
-            elif i == n or i % 10 == 0:
-                click.echo(f"  judged {i}/{n}", err=True)
-
-        notes += add_judge_scores(cases, make_backend(settings), progress=judged)
+        notes += add_judge_scores(cases, make_backend(settings), progress=counter("cases judged"))
     result = report(cases, by_keys)
     result["notes"] = notes
     if cases_path:

@@ -33,7 +33,9 @@ class Handled(AgentMessage):
     """An error handler rejected a well-formed action: what is wrong, and what to do instead."""
 
     def __init__(self, handler: str, error: str, hint: str):
-        super().__init__(f"{error} Hint: {hint}")
+        from rcagent.prompts import message
+
+        super().__init__(message("refusal", error=error, hint=hint))
         self.handler, self.error, self.hint = handler, error, hint
 
 

@@ -1,22 +1,25 @@
-"""Batch progress on stderr: a rich progress bar with ETA on a terminal, one plain line per job otherwise."""
+"""Progress on stderr for long loops (batch jobs, imports, judge calls): a rich progress bar with ETA on a
+terminal, plain lines otherwise."""
 from __future__ import annotations
 
 import sys
 import time
 
 from rich.console import Console
+from typing import Callable
+
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
 class BatchProgress:
-    def __init__(self, total: int, quiet: bool = False):
-        self.total, self.quiet, self.done, self.start = total, quiet, 0, time.monotonic()
+    def __init__(self, total: int, quiet: bool = False, what: str = "jobs"):
+        self.total, self.quiet, self.done, self.start, self.what = total, quiet, 0, time.monotonic(), what
         self.bar: Progress | None = None
         if not quiet and sys.stderr.isatty() and total:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                                 console=Console(stderr=True))
-            self.task = self.bar.add_task("jobs", total=total)
+            self.task = self.bar.add_task(what, total=total)
 
     def __enter__(self) -> "BatchProgress":
         if self.bar:
@@ -41,3 +44,24 @@ class BatchProgress:
             self.bar.update(self.task, advance=1)
         else:
             print(f"[{self.done}/{self.total}] {line}  ETA {self.eta() / 60:.1f} min", file=sys.stderr, flush=True)
+
+    def tick(self) -> None:
+        """One more item done, with nothing to say about it: a plain line every tenth item and at the end."""
+        self.done += 1
+        if self.bar:
+            self.bar.update(self.task, advance=1)
+        elif not self.quiet and (self.done % 10 == 0 or self.done == self.total):
+            print(f"  {self.done}/{self.total} {self.what}", file=sys.stderr, flush=True)
+
+
+def counter(what: str) -> Callable[[int, int], None]:
+    """A progress callback `(i, n)` for a loop that learns its length as it goes (an import, the judge)."""
+    state: dict = {}
+
+    def step(i: int, n: int) -> None:
+        if "bar" not in state:
+            state["bar"] = BatchProgress(n, what=what).__enter__()
+        state["bar"].tick()
+        if i == n:
+            state.pop("bar").__exit__(None, None, None)
+    return step

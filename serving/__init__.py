@@ -5,6 +5,8 @@ Backends are registered by name; `make_backend(settings)` builds the one the set
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -77,25 +79,11 @@ REPEAT_PROBE = 64   # characters: output whose last 64 characters already occurr
 
 
 def json_object_done(text: str) -> bool:
-    """True once text holds a complete top-level JSON object (braces balanced outside strings)."""
-    depth, in_string, escaped, opened = 0, False, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth, opened = depth + 1, True
-        elif ch == "}":
-            depth -= 1
-            if opened and depth == 0:
-                return True
-    return False
+    """True once text starts with a complete JSON object (what follows it does not matter)."""
+    try:
+        return isinstance(json.JSONDecoder().raw_decode(text)[0], dict)
+    except ValueError:
+        return False
 
 
 def stop_early(text: str) -> bool:

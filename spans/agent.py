@@ -6,8 +6,9 @@ trace, not from the model. Consolidation (not for leaves: a leaf is its own conc
 over the span's self-state and its children's conclusions, the choice constrained to the children's
 labels, "self" or "defer", returns {root_cause, reason, confidence}. The agent's context is only its
 span's data and its children's one-line conclusions: every prompt is checked against `MAX_PROMPT_CHARS`.
-Output that does not parse goes through the same JsonRegen stabilizer as the controller's; an agent
-whose output still does not parse falls back to what its tools showed, and is counted.
+Output that does not parse is repaired by JsonRegen's repair round (json-repair, then YAML; no restatement
+by the model, which would cost a call per agent); an agent whose output still does not parse falls back to
+what its tools showed, and is counted.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from json_repair import repair_json
 
 from rcagent.actions import Action
 from rcagent.errors import FormatError
+from rcagent.prompts import message
 from rcagent.validate import MAX_DEPTH, NoAliasLoader, clean_answer, depth, unsurrogate
 
 # The shape every round must reach: a thought, an action name, an arguments object.
@@ -42,15 +43,15 @@ def shape(data, aliases: bool = True) -> dict:
     if isinstance(data, list):
         data = next((d for d in data if isinstance(d, dict)), None)
     if not isinstance(data, dict):
-        raise FormatError("your answer must be one JSON object with thought, action and arguments.")
+        raise FormatError(message("not_an_action"))
     if depth(data) > MAX_DEPTH:
-        raise FormatError("your answer nests too deeply: arguments are flat values or lists of strings.")
+        raise FormatError(message("arguments_too_deep"))
     data = normalize(data) if aliases else {**data, "thought": str(data.get("thought") or "")}
     try:
         jsonschema.validate(data, SHAPE)
     except jsonschema.ValidationError as exc:
         where = "/".join(map(str, exc.absolute_path)) or "the answer"
-        raise FormatError(f"{where}: {exc.message}.") from None
+        raise FormatError(message("action_shape", where=where, problem=exc.message)) from None
     return data
 
 
@@ -81,10 +82,10 @@ def strict(text: str) -> tuple[Action, list[dict]]:
     try:
         data = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
-        error = f"your answer is not valid JSON ({exc.msg} at character {exc.pos})."
+        error = message("not_json", problem=exc.msg, position=exc.pos)
         raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
     except RecursionError:
-        error = "your answer nests too deeply to be an action."
+        error = message("too_deep")
         raise FormatError(error, [{"round": 1, "method": "strict", "ok": False, "error": error}]) from None
     try:
         action = to_action(shape(data, aliases=False))
@@ -142,7 +143,7 @@ def repaired(text: str):
     try:
         data = repair_json(cleaned, return_objects=True) if cleaned else ""
     except RecursionError:
-        raise FormatError("your answer nests too deeply to be an action.") from None
+        raise FormatError(message("too_deep")) from None
     if not isinstance(data, (dict, list)) or not data:
         try:
             data = read_yaml(text)
@@ -156,6 +157,6 @@ def read_yaml(answer: str):
     try:
         return yaml.load(body, Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
     except yaml.YAMLError as exc:
-        raise FormatError(f"the YAML restatement does not parse ({(str(exc).strip() or 'error').splitlines()[0]}).") from None
+        raise FormatError(message("yaml_unparsed", problem=(str(exc).strip() or "error").splitlines()[0])) from None
     except RecursionError:
-        raise FormatError("the YAML restatement nests too deeply.") from None
+        raise FormatError(message("yaml_too_deep")) from None

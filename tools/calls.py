@@ -6,10 +6,11 @@ call spends between the two services (network, queues) -- the signal that expose
 """
 from __future__ import annotations
 
-from rcagent.errorlike import ERR
+from rcagent.errorlike import ERR, one_of
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
-from rcagent.tools.common import fmt, one_of, table
+from rcagent.tables import render_table
+from rcagent.tools.common import fmt
 
 
 def edges(job: Job) -> str:
@@ -75,7 +76,7 @@ def calls(job: Job, entity: str, direction: str | None = None) -> str:
     if direction in ("in", "both"):
         rows = [["baseline", fmt(base_row[0] / b_min) if b_min else "-", base_row[1], fmt(base_row[2]), fmt(base_row[3])]]
         rows += [[m, n, e, fmt(p50), fmt(p95)] for m, n, e, p50, p95 in per_min]
-        out.append("Incoming requests per minute:\n" + table(["minute", "requests", "errors", "p50", "p95"], rows))
+        out.append("Incoming requests per minute:\n" + render_table(["minute", "requests", "errors", "p50", "p95"], rows))
         out.append(_peers(job, "caller", mine_in, params, win, base, w_min, b_min, "Callers"))
     if direction in ("out", "both"):
         out.append(_peers(job, "callee", mine_out, params, win, base, w_min, b_min, "Callees"))
@@ -103,7 +104,7 @@ def _peers(job: Job, peer: str, mine: str, params: dict, win: str, base: str, w_
         body.append((abs((w_rate + 1) / ((b_rate or 0) + 1)), [
             name, fmt(b_rate), fmt(w_rate), err, fmt(b95), fmt(w95), fmt(bgap), fmt(wgap)]))
     body.sort(key=lambda r: -max(r[0], 1 / r[0]))
-    text = f"{title} (p95 of the callee span; gap = caller span - callee span, median):\n" + table(
+    text = f"{title} (p95 of the callee span; gap = caller span - callee span, median):\n" + render_table(
         [peer, "rate base", "rate win", "errors", "p95 base", "p95 win", "gap base", "gap win"],
         [r for _, r in body[:15]])
     if gone:

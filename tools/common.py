@@ -1,4 +1,4 @@
-"""Helpers shared by the tools: window-against-baseline statistics and compact text tables."""
+"""Helpers shared by the tools: window-against-baseline statistics, number formats, log templates."""
 from __future__ import annotations
 
 import json
@@ -99,12 +99,6 @@ def fmt(x, digits: int = 3) -> str:
 
 def arrow(score: float) -> str:
     return "UP" if score > 0 else "DOWN" if score < 0 else "="
-
-
-def table(headers: list[str], rows: list[list]) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
 _MASKS = [

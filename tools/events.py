@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from rcagent.job import Job
 from rcagent.tools import entity_param, has_rows, register
-from rcagent.tools.common import one_of, quoted, table
+from rcagent.tables import render_table
+from rcagent.tools.common import one_of, quoted
 
 
 @register("events", "Platform events of an entity (restarts, OOM kills, evictions, deployments), "
@@ -20,5 +21,5 @@ def events(job: Job, entity: str) -> str:
         FROM events WHERE {one_of('entity', 'members')} GROUP BY 1 ORDER BY 3 DESC, 2 DESC""", {"members": members})
     if not rows:
         return f"No events for {entity} ({ent.kind})."
-    return f"Events of {entity} ({ent.kind}):\n" + table(
+    return f"Events of {entity} ({ent.kind}):\n" + render_table(
         ["reason", "baseline", "window", "example"], [[quoted(r, 40), b, w, quoted(m or "", 160)] for r, b, w, m in rows])

@@ -6,7 +6,8 @@ from collections import defaultdict
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, has_rows, register
 from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS, one_of
-from rcagent.tools.common import like_escape, quoted, table, template
+from rcagent.tables import render_table
+from rcagent.tools.common import like_escape, quoted, template
 
 LIMIT = 15
 
@@ -55,7 +56,7 @@ def logs(job: Job, entity: str, query: str | None = None) -> str:
         tag = "NEW " if g["w"] and not g["b"] else "GONE" if g["b"] and not g["w"] else ""
         b_rate = f"{g['b'] / b_min:.1f}" if b_min else "-"
         body.append([f"{g['w'] / w_min:.1f}", b_rate, g["w"], g["level"][:5], tag, tmpl[:160]])
-    text = head + f"\n{len(groups)} templates of {what} (rate = lines/min):\n" + table(
+    text = head + f"\n{len(groups)} templates of {what} (rate = lines/min):\n" + render_table(
         ["window", "baseline", "count", "level", "", "template"], body)
     if len(ranked) > LIMIT:
         text += f"\n({len(ranked) - LIMIT} more templates)"

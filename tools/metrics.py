@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from rcagent.job import Job
 from rcagent.tools import Param, entity_param, register
-from rcagent.tools.common import arrow, fmt, metric_stats, short, table
+from rcagent.tables import render_table
+from rcagent.tools.common import arrow, fmt, metric_stats, short
 
 LIMIT = 25
 
@@ -27,7 +28,7 @@ def metrics(job: Job, entity: str, metric: str | None = None) -> str:
     rows = [[short(s["metric"], 30), short(s["entity"], 40), f"{fmt(s['b_mean'])}+-{fmt(s['b_sd'])}",
              f"{fmt(s['w_mean'])} [{fmt(s['w_min'])}..{fmt(s['w_max'])}]", f"{s['score']:+.1f} {arrow(s['score'])}"]
             for s in stats[:LIMIT]]
-    text = head + "\n" + table(["metric", "entity", "baseline", "window mean [min..max]", "score"], rows)
+    text = head + "\n" + render_table(["metric", "entity", "baseline", "window mean [min..max]", "score"], rows)
     if len(stats) > LIMIT:
         text += f"\n({len(stats) - LIMIT} more metrics moved less)"
     return text

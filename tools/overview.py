@@ -27,7 +27,8 @@ from rcagent.job import Job
 from rcagent.tools import Param, register
 from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
 from rcagent.tools.calls import edges
-from rcagent.tools.common import deviation, floor, second, short, table
+from rcagent.tables import render_table
+from rcagent.tools.common import deviation, floor, second, short
 
 LIMIT = 15
 
@@ -415,7 +416,7 @@ def overview(job: Job, kind: str | None = None) -> str:
     if abs(load - 1) > 0.2:
         text = (f"User traffic in the window is {load:.1f}x the baseline; call and error rates are compared "
                 "with the baseline scaled by it.\n" + text)
-    text += table(
+    text += render_table(
         ["#", "entity", "kind", "score", "top signals"], rows)
     quiet = len(job.entities) - len(ranked)
     if quiet > 0 and not kind:

@@ -4,11 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rcagent.tables import render_table
-
-
-def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.1f}"
+from rcagent.tables import pct as _pct, render_table
 
 
 def _num(v, digits: int = 1) -> str:

@@ -21,6 +21,7 @@ from rcagent.eval.baselines import run_baseline
 from rcagent.errors import BadInput
 from rcagent.eval.labels import labels_dir, load_label
 from rcagent.onset import without_baseline
+from rcagent.tables import pct, render_table
 from rcagent.eval.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
@@ -78,7 +79,7 @@ def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None]
 
 def _mean(values) -> float:
     values = list(values)
-    return round(100 * statistics.fmean(values), 1) if values else 0.0
+    return round(statistics.fmean(values), 4) if values else 0.0
 
 
 def leave_one_out(rows: list[dict]) -> list[dict]:
@@ -113,15 +114,13 @@ def _result(group: str, test: list[dict], best: RankingParams | None, chosen: li
 
 
 def table(results: list[dict]) -> str:
-    head = ("| held out | cases | overview PR@1 | overview RR | defaults PR@1 | no baseline PR@1 | NSigma PR@1 | "
-            "BARO PR@1 | random PR@1 | chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting) |")
-    lines = [head, "|" + "---|" * 10]
-    for r in results:
-        p = r["params"]
-        params = ", ".join(f"{v:g}" for v in p.values()) if p else "per group"
-        lines.append(f"| {r['group']} | {r['cases']} | {r['overview_pr1']} | {r['overview_rr']} | {r['defaults_pr1']} | "
-                     f"{r['no_baseline_pr1']} | {r['nsigma_pr1']} | {r['baro_pr1']} | {r['random_pr1']} | {params} |")
-    return "\n".join(lines)
+    head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1", "NSigma PR@1",
+            "BARO PR@1", "random PR@1",
+            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting)"]
+    rows = [[r["group"], r["cases"], *(pct(r[k]) for k in ("overview_pr1", "overview_rr", "defaults_pr1",
+                                                            "no_baseline_pr1", "nsigma_pr1", "baro_pr1", "random_pr1")),
+             ", ".join(f"{v:g}" for v in r["params"].values()) if r["params"] else "per group"] for r in results]
+    return render_table(head, rows, "md")
 
 
 def run(jobs_dir: Path, labels: Path | None = None, progress=None) -> list[dict]:

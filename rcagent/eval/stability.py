@@ -21,7 +21,7 @@ from rcagent.config import Settings
 from rcagent.discovery import find_jobs, sample
 from rcagent.errors import BackendError, BadInput
 from rcagent.eval.labels import labels_dir
-from rcagent.tables import render_table
+from rcagent.tables import pct, render_table
 
 ABLATIONS = {
     "constrain": {"constrain": False},
@@ -105,8 +105,8 @@ def accuracy(runs: list[dict], labels: Path) -> dict:
     cases, _ = score_rows(rows, labels, None)
     if not cases:
         return {"scored": 0, "pr1": None, "rr": None}
-    return {"scored": len(cases), "pr1": round(100 * sum(c["pr1"] for c in cases) / len(cases), 1),
-            "rr": round(100 * sum(c["rr"] for c in cases) / len(cases), 1)}
+    return {"scored": len(cases), "pr1": round(sum(c["pr1"] for c in cases) / len(cases), 4),
+            "rr": round(sum(c["rr"] for c in cases) / len(cases), 4)}
 
 
 def run_benchmark(jobs_folder: Path, base: Settings, ablate: str, limit: int, seed: int, store,
@@ -136,12 +136,8 @@ def table(results: list[dict], fmt: str = "text") -> str:
             "blind finalize", "repeated calls", "PR@1", "RR"]
     rows = [[r["config"], str(r["runs"]), f"{r['pass_rate']:.0%}", f"{r['invalid_rate']:.1%}", f"{r['mean_steps']:.1f}",
              f"{r['median_wall_s']}", f"{r['repaired_rate']:.1%}", str(r["blind_finalize"]),
-             f"{r['repeated_call_rate']:.1%}", _pct(r.get("pr1")), _pct(r.get("rr"))] for r in results]
+             f"{r['repeated_call_rate']:.1%}", pct(r.get("pr1")), pct(r.get("rr"))] for r in results]
     return render_table(head, rows, fmt)
-
-
-def _pct(value) -> str:
-    return "-" if value is None else f"{value:.1f}"
 
 
 def write(results: list[dict], jobs: list[Path], seed: int, path: Path) -> None:
