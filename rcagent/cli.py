@@ -87,7 +87,38 @@ def model_settings(config, backend, model, base_url, allow_remote, max_steps, sc
     return settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Group(click.Group):
+    def main(self, args=None, prog_name=None, standalone_mode=True, **extra):
+        """Every error a user can cause exits 2 with one line; anything else exits 1 with one line and the
+        path of a log holding the traceback; an interrupt exits 130. Nothing prints a traceback."""
+        try:
+            return super().main(args=args, prog_name=prog_name or "rcagent", standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+            click.echo(one_line(f"error: {exc.format_message()}{hint}"), err=True)
+            sys.exit(2)
+        except BadInput as exc:
+            click.echo(one_line(f"error: {exc}"), err=True)
+            sys.exit(2)
+        except BackendError as exc:
+            click.echo(one_line(f"model backend error: {exc}"), err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last resort: one line for the user, the traceback in a log
+            log = _write_traceback()
+            click.echo(one_line(f"internal error: {type(exc).__name__}: {exc}") + f" (traceback: {log})", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rcagent")
 def cli():
     """rcagent: offline root-cause analysis of microservice incidents with a local model."""
@@ -507,33 +538,8 @@ def stop_on_sigterm() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI. Every error a user can cause exits 2 with one line; anything else exits 1 with one line
-    and the path of a log holding the traceback; an interrupt exits 130. Nothing prints a traceback."""
-    try:
-        cli.main(args=argv, prog_name="rcagent", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-        click.echo(one_line(f"error: {exc.format_message()}{hint}"), err=True)
-        sys.exit(2)
-    except BadInput as exc:
-        click.echo(one_line(f"error: {exc}"), err=True)
-        sys.exit(2)
-    except BackendError as exc:
-        click.echo(one_line(f"model backend error: {exc}"), err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the last resort: one line for the user, the traceback in a log
-        log = _write_traceback()
-        click.echo(one_line(f"internal error: {type(exc).__name__}: {exc}") + f" (traceback: {log})", err=True)
-        sys.exit(1)
+    """The console script: the group's own main (so click's CliRunner sees exactly what a user sees)."""
+    cli.main(args=argv, prog_name="rcagent")
 
 
 def _write_traceback() -> str:

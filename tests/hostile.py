@@ -6,12 +6,9 @@ file outside the places the command may write is reported, as is any file holdin
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
-import sys
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,34 +42,22 @@ class Result:
 
 
 def run_cli(args: list[str], sandbox: Path, stdin: str = "") -> Result:
-    """`rcagent ARGS` in process, with HOME=sandbox/home and the working folder sandbox/cwd."""
-    from rcagent.cli import main
+    """`rcagent ARGS` in process (click's CliRunner), with HOME=sandbox/home and the working folder sandbox/cwd."""
+    from click.testing import CliRunner
+
+    from rcagent.cli import cli
 
     home, cwd = sandbox / "home", sandbox / "cwd"
     home.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
-    old_home, old_cwd, old_stdin = os.environ.get("HOME"), os.getcwd(), sys.stdin
-    old_term = signal.getsignal(signal.SIGTERM)
-    out, err = io.StringIO(), io.StringIO()
-    os.environ["HOME"] = str(home)
+    old_cwd, old_term = os.getcwd(), signal.getsignal(signal.SIGTERM)
     os.chdir(cwd)
-    sys.stdin = io.StringIO(stdin)
-    code = 0
     try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                main([str(a) for a in args])
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        r = CliRunner().invoke(cli, [str(a) for a in args], input=stdin, env={"HOME": str(home)})
     finally:
         signal.signal(signal.SIGTERM, old_term)
         os.chdir(old_cwd)
-        sys.stdin = old_stdin
-        if old_home is None:
-            os.environ.pop("HOME", None)
-        else:
-            os.environ["HOME"] = old_home
-    return Result(code, out.getvalue(), err.getvalue())
+    return Result(r.exit_code, r.stdout, r.stderr)
 
 
 def files_under(root: Path) -> set[Path]:
