@@ -12,7 +12,7 @@ APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 RESULTS ?= $(HOME)/.cache/rcagent/eval
 BASELINES := random nsigma nsigma-abs baro baro-abs overview recent-change
 
-.PHONY: install demo test bench eval-bench import-all llama-server clean
+.PHONY: install demo test check bench eval-bench import-all llama-server clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ demo: install
 # Install and run the whole test suite (real data, the real local model, a real llama.cpp server on loopback).
 test: install
 	$(BIN)/python -m pytest
+
+# The edit loop: no model, no server, no test that needs every archive imported (see tests/conftest.py).
+check: install
+	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives"
 
 bench: install
 	$(BIN)/python benchmarks/bench_foundation.py --data $(DATA)

@@ -25,10 +25,13 @@ CONTACTS_CASE = "2023-01-29_08_43"
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:   # `make check` leaves these out: importing every archive takes over a minute
+        if {"imported", "labels"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.all_archives)
     if not DATA.is_dir():
         skip = pytest.mark.skip(reason=f"shared data not found at {DATA}")
         for item in items:
-            if "real_data" in item.fixturenames or "imported" in item.fixturenames:
+            if {"real_data", "imported", "importer", "job_of", "index"} & set(item.fixturenames):
                 item.add_marker(skip)
 
 
@@ -38,11 +41,32 @@ def index() -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def archive_of(row: dict) -> str:
+    """The ARCHIVES key of an INDEX.csv row."""
+    by_source = {"rcd-sockshop": "SockShop", "petshop": "PetSite", "changerca": "ChangeRCA"}
+    return by_source.get(row["source"]) or row["system"]
+
+
 @pytest.fixture(scope="session")
-def imported(tmp_path_factory) -> dict:
-    """All four archives imported into one session folder: {system: report}, plus the folder."""
+def importer(tmp_path_factory):
+    """importer(*systems) imports those archives (once per session) into one folder: (folder, reports).
+    A test that needs one real case pays for its own system's import only."""
     dest = tmp_path_factory.mktemp("imported")
-    reports = {system: run_import(kind, DATA / archive, dest) for system, (kind, archive) in ARCHIVES.items()}
+    reports: dict = {}
+
+    def ensure(*systems: str):
+        for system in systems:
+            if system not in reports:
+                kind, archive = ARCHIVES[system]
+                reports[system] = run_import(kind, DATA / archive, dest)
+        return dest, reports
+    return ensure
+
+
+@pytest.fixture(scope="session")
+def imported(importer) -> dict:
+    """All the archives imported into one session folder: {system: report}, plus the folder."""
+    dest, reports = importer(*ARCHIVES)
     return {"dest": dest, "reports": reports}
 
 
@@ -53,10 +77,19 @@ def labels(imported) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
-def job_of(imported, labels):
-    """job_of(case_id) -> path of that case's job folder."""
-    by_case = {lab["case_id"]: imported["dest"] / "jobs" / job for job, lab in labels.items()}
-    return lambda case_id: by_case[case_id]
+def job_of(importer, index):
+    """job_of(case_id) -> path of that case's job folder (its system imported on first use)."""
+    import yaml
+
+    system_of = {row["case_id"]: archive_of(row) for row in index}
+
+    def find(case_id: str) -> Path:
+        dest, _ = importer(system_of[case_id])
+        for label in sorted((dest / "labels").glob("*.yaml")):
+            if yaml.safe_load(label.read_text()).get("case_id") == case_id:
+                return dest / "jobs" / label.stem
+        raise KeyError(case_id)
+    return find
 
 
 @pytest.fixture()
