@@ -143,7 +143,10 @@ def write_label(dest: Path, job_id: str, label: dict) -> None:
 IMPORTERS = ("nezha", "rcd", "petshop", "changerca")
 
 
-def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> ImportReport:
+def run_import(kind: str, src: str | Path, dest: str | Path, progress=None, only: set[str] | None = None) -> ImportReport:
+    """Import a source into DEST/jobs and DEST/labels; `only`: just these case ids (nezha sources)."""
+    if only is not None and kind != "nezha":
+        raise BadInput(f"importing only some cases is supported for nezha sources, not {kind}")
     if kind == "nezha":
         from rcagent.importers.nezha import import_source
     elif kind == "rcd":
@@ -161,7 +164,7 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None) -> I
     except OSError as exc:
         raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
     try:
-        return import_source(root, dest, progress=progress)
+        return import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
     except (duckdb.Error, KeyError, ValueError, TypeError, IndexError, json.JSONDecodeError) as exc:
         # the archive is not laid out as this source's data is (a renamed folder, a junk file)
         detail = (str(exc).strip().splitlines() or [""])[0][:160]

@@ -80,7 +80,9 @@ def _extent(con, sql: str, col: str) -> tuple[dt.datetime, dt.datetime] | None:
     return (lo, hi) if lo is not None else None
 
 
-def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
+def import_source(root: Path, dest: Path, progress=None, only: set[str] | None = None) -> ImportReport:
+    """Every case of the source, or only the case ids in `only` (each case keeps the baseline it has in a
+    full import)."""
     nezha = find_dir(root, "nezha")
     report = ImportReport("nezha")
     code_labels = {}
@@ -90,7 +92,7 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
             code_labels.update(json.loads(f.read_text()))
     days = sorted(p for p in (nezha / "rca_data").iterdir() if p.is_dir())
     for day_dir in days:
-        _import_day(nezha, day_dir, dest, report, code_labels, progress)
+        _import_day(nezha, day_dir, dest, report, code_labels, progress, only)
     return report
 
 
@@ -118,7 +120,7 @@ def _load_day_metrics(con, metric_dir: Path) -> None:
 
 
 def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, code_labels: dict,
-                progress) -> None:
+                progress, only: set[str] | None = None) -> None:
     day = day_dir.name
     fault_file = day_dir / f"{day}-fault_list.json"
     if not fault_file.is_file():
@@ -127,6 +129,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
     for c in cases:  # inject_time is UTC; inject_timestamp is known to be wrong and never read
         c["time"] = dt.datetime.strptime(c["inject_time"], "%Y-%m-%d %H:%M:%S")
     cases.sort(key=lambda c: c["time"])
+    if only is not None and not any(f"{day}_{c['time']:%H_%M}" in only for c in cases):
+        return
     system = "TrainTicket" if any(c["inject_pod"].startswith("ts-") for c in cases) else "OnlineBoutique"
     prefix = "tt" if system == "TrainTicket" else "ob"
     con = duckdb.connect(":memory:")
@@ -176,6 +180,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         prev_end = end
         case_id = f"{day}_{minute}"
         job_id = opaque_id(prefix, "nezha", case_id)
+        if only is not None and case_id not in only:
+            continue
 
         all_traces = f"SELECT * FROM ({trace_sql}) UNION ALL BY NAME SELECT * FROM ({free_traces})" \
             if free_period else trace_sql
