@@ -19,9 +19,9 @@ from rcagent.config import Settings
 from rcagent.consistency import check_settings, self_consistency
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import AgentMessage, BadInput, FormatError, Handled, TimeLimit, ToolError
+from rcagent.experts import ExpertCalls, expert_tools
 from rcagent.investigation import Investigation
 from rcagent.job import Job
-from rcagent.experts import ExpertCalls, expert_tools
 from rcagent.serving import Backend
 from rcagent.serving.counted import CountedModel
 from rcagent.stabilizers import handlers

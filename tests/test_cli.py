@@ -30,9 +30,10 @@ def test_every_command_has_help(path, cmd):
     assert result.exit_code == 0 and "Usage" in result.output
 
 
-def rcagent(*args):
-    """`rcagent ARGS` in process (click's CliRunner): the exit code and the two streams a user would see."""
-    r = CliRunner().invoke(cli, [str(a) for a in args])
+def rcagent(*args, env: dict | None = None):
+    """`rcagent ARGS` in process (click's CliRunner): the exit code and the two streams a user would see.
+    `env` is set in os.environ for the call (a server the command starts inherits it)."""
+    r = CliRunner().invoke(cli, [str(a) for a in args], env=env)
     return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
