@@ -87,7 +87,7 @@ def _param_schema(p, entities: list[str], bounded: bool) -> dict:
             **({"minLength": p.min_chars} if p.min_chars else {})}
 
 
-def _branch(name: str, properties: dict, required: list[str], bounded: bool) -> dict:
+def action_branch(name: str, properties: dict, required: list[str], bounded: bool) -> dict:
     return {"type": "object", "properties": {
         "thought": {"type": "string", **({"maxLength": THOUGHT_MAX} if bounded else {})},
         "action": {"type": "string", "enum": [name]},
@@ -128,16 +128,16 @@ def action_schema(tools: dict[str, Tool], entities: list[str], allow_tools: bool
             if tool.entity_param is not None and not left:
                 continue
             props = {p.name: _param_schema(p, left, bounded) for p in tool.params}
-            branches.append(_branch(tool.name, props, [p.name for p in tool.params if p.required], bounded))
+            branches.append(action_branch(tool.name, props, [p.name for p in tool.params if p.required], bounded))
         keys = [k for k in snapshot_keys or [] if k not in limits.spent.get("read_snapshot", set())]
         if keys or not bounded:
             page = {} if limits.pages_shown is not None else {"page": {"type": "integer", "minimum": 1,
                                                                        **({"maximum": 99} if bounded else {})}}
-            branches.append(_branch("read_snapshot", {"key": {"type": "string", "enum": keys}, **page}, ["key"],
+            branches.append(action_branch("read_snapshot", {"key": {"type": "string", "enum": keys}, **page}, ["key"],
                                     bounded))
     if limits.allow_finalize or not branches:
         fin = finalize_schema(limits.finalize_entities or entities, limits.evidence_min, bounded)
-        branches.append(_branch("finalize", fin, list(fin) if bounded else ["root_causes"], bounded))
+        branches.append(action_branch("finalize", fin, list(fin) if bounded else ["root_causes"], bounded))
     return {"anyOf": branches} if len(branches) > 1 else branches[0]
 
 

@@ -24,7 +24,7 @@ from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import BadInput, TimeLimit
 
-AGENT_METHODS = ("react", "span")      # the agent in ReAct mode or in span-recursion mode (--mode span)
+AGENT_METHODS = ("react", "span", "oneshot", "sql")   # the agent's modes (rcagent.modes; batch --mode)
 
 
 def methods() -> tuple[str, ...]:
@@ -209,7 +209,7 @@ class Batch:
     def diagnose(self, job) -> Diagnosis:
         if self.method not in AGENT_METHODS:
             return run_baseline(job, self.method, self.seed)
-        from rcagent.controller import Controller
+        from rcagent import modes
         from rcagent.serving import make_backend
         from rcagent.store import Store
 
@@ -217,14 +217,8 @@ class Batch:
             self.local.store = Store(self.settings.store_path())
             self.local.backend = self.backend or make_backend(self.settings)
         deadline = time.monotonic() + self.timeout if self.timeout else None
-        if self.method == "span":
-            from rcagent.spans.mode import analyze as analyze_spans
-
-            return analyze_spans(job, self.local.backend, self.local.store, self.settings,
-                                 graph_dir=self.out.parent / f"{self.out.stem}-graphs", deadline=deadline,
-                                 cancel=self.cancel)
-        controller = Controller(job, self.local.backend, self.local.store, self.settings)
-        return controller.run(deadline=deadline, cancel=self.cancel)
+        return modes.run(job, self.local.backend, self.local.store, self.settings, mode=self.method,
+                         deadline=deadline, cancel=self.cancel, graph_dir=self.out.parent / f"{self.out.stem}-graphs")
 
     def write(self, line: dict) -> None:
         with self.lock, self.out.open("a") as f:

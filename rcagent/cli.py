@@ -49,9 +49,11 @@ def model_options(fn):
 def run_options(fn):
     """How the agent runs (analyze and batch): the mode and self-consistency at finalization."""
     options = [
-        click.option("--mode", type=click.Choice(["react", "span"]),
+        click.option("--mode", type=click.Choice(["react", "span", "oneshot", "sql"]),
                      help="react: one controller (default); span: one agent per span of the anomalous request "
-                          "(RCLAgent), in parallel; jobs without traces fall back to react."),
+                          "(RCLAgent), in parallel, jobs without traces fall back to react; oneshot: the whole case "
+                          "as one evidence package, one call; sql: a ReAct loop of read-only SQL over the job's "
+                          "tables (oneshot and sql: RCAtlas's free harnesses)."),
         click.option("--samples", type=click.IntRange(1, 64),
                      help="Sample this many finalizations from the greedy run's last prefix and aggregate them "
                           "(self-consistency; 1 = off, the paper uses 10)."),
@@ -161,7 +163,7 @@ def import_cmd(kind, src, dest, fmt):
 def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, mode,
             samples, aggregate, out, quiet, fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
-    from rcagent.controller import Controller
+    from rcagent import modes
     from rcagent.job import Job
     from rcagent.report import render
     from rcagent.serving import make_backend
@@ -184,18 +186,11 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
         click.echo(f"  step {ev['step']:>2}/{ev['max_steps']}  {ev['action']:<13} {str(ev['entity'])[:48]:<48} "
                    f"{ev['tokens']:>5} tok{' (cached)' if ev['cached'] else ''}{extra}", err=True)
 
-    controller = None
     try:
-        if settings.mode == "span":
-            from rcagent.spans.mode import analyze as analyze_spans
-
-            diagnosis = analyze_spans(job, llm, db, settings, graph_dir=settings.store_path().parent / "graphs")
-        else:
-            controller = Controller(job, llm, db, settings, progress=progress)
-            diagnosis = controller.run()
+        diagnosis = modes.run(job, llm, db, settings, progress=progress,
+                              graph_dir=settings.store_path().parent / "graphs")
     except KeyboardInterrupt:
-        which = f"run {controller.run_id}" if controller and controller.run_id else "the run"
-        click.echo(f"\ninterrupted: {which} is kept in the store, marked interrupted", err=True)
+        click.echo("\ninterrupted: the run is kept in the store, marked interrupted", err=True)
         sys.exit(130)
     if out_file:   # the diagnosis is saved before anything else can fail
         out_file.write_text(json.dumps(diagnosis.to_dict(), indent=2))
@@ -300,6 +295,53 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
         click.echo(table(results, fmt))
 
 
+@bench.command("models")
+@click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
+              help="Folder of job folders (or the import folder holding jobs/ and labels/).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder of the results (one JSONL per method and model; rerun to resume).")
+@click.option("--models", default="smollm2", show_default=True,
+              help="Models, comma-separated (as --model: smollm2, qwen2.5-coder-1.5b, a .gguf path, a served name).")
+@click.option("--methods", default="react,oneshot,sql,span", show_default=True, help="Agent modes, comma-separated.")
+@click.option("--sample", "sample_n", default=20, show_default=True, type=click.IntRange(1),
+              help="Jobs drawn evenly across systems (seeded by --seed).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the sample.")
+@click.option("--timeout", type=click.FloatRange(1), help="Seconds per job; a job past it counts as unanswered.")
+@click.option("--labels", "labels_dir", type=click.Path(file_okay=False),
+              help="The labels folder (default: beside the jobs folder).")
+@model_options
+@output_format
+def bench_models(jobs_dir, out_dir, models, methods, sample_n, seed, timeout, labels_dir, config, backend, model,
+                 base_url, allow_remote, max_steps, experts, store, script, fmt):
+    """What the model adds: each method with each model on one sample, the model's own answers apart from
+    the fused ones and from the evidence ranking alone, beside NSigma, BARO and random."""
+    from rcagent.batch import job_ids
+    from rcagent.eval import modelbench
+    from rcagent.eval.labels import labels_dir as default_labels
+    from rcagent.modes import MODES
+
+    folder = Path(jobs_dir).expanduser()
+    if not folder.is_dir():
+        raise BadInput(f"--jobs {jobs_dir}: not a folder")
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in MODES]
+    if bad or not chosen or not names:
+        raise BadInput(f"--methods: choose from {', '.join(MODES)}; --models: at least one"
+                       + (f" (unknown: {', '.join(bad)})" if bad else ""))
+    settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
+    out = Path(out_dir).expanduser()
+    jobs = modelbench.run(folder, out, settings, names, chosen, sample_n, seed, timeout,
+                          progress=lambda line: click.echo(line, err=True))
+    root = folder / "jobs" if (folder / "jobs").is_dir() else folder
+    labels = Path(labels_dir).expanduser() if labels_dir else default_labels(root)
+    rows = modelbench.table_rows(out, jobs, names, chosen, labels)
+    baselines = modelbench.baseline_rows(out, jobs, labels)
+    result = {"seed": seed, "sample": sorted(job_ids(jobs).values()), "rows": rows, "baselines": baselines}
+    (out / "table.json").write_text(json.dumps(result, indent=2))
+    click.echo(json.dumps(result, indent=2) if fmt == "json" else modelbench.table(rows, baselines, fmt))
+
+
 @bench.command("ranking")
 @click.option("--jobs", "jobs_dir", required=True, type=click.Path(),
               help="Folder of job folders (or the import folder holding jobs/ and labels/).")
@@ -365,8 +407,8 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         if not jobs:
             raise BadInput(f"--system {system}: no job of that system in {jobs_dir}")
     out_path = writable_file(out, "--out")
-    if method == "react" and settings.mode == "span":
-        method = "span"
+    if method == "react" and settings.mode != "react":
+        method = settings.mode
     with OutputLock(out_path):     # a second batch on this file is refused while this one runs
         _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet)
 
@@ -455,13 +497,13 @@ def eval_cmd(results, labels_dir, jobs_dir, by, text_scores, bleurt_dir, judge_b
 
         notes += add_text_scores(cases, Path(bleurt_dir).expanduser() if bleurt_dir else None)
     if judge_backend:
-        from rcagent.eval.judge import add_judge_scores
+        from rcagent.eval.judge import add_judge_scores, separation_notes
+        from rcagent.progress import counter
         from rcagent.serving import make_backend
 
         settings = model_settings(config, judge_backend, judge_model, judge_base_url, None, None, judge_script)
-        from rcagent.progress import counter
-
         notes += add_judge_scores(cases, make_backend(settings), progress=counter("cases judged"))
+        notes += separation_notes(cases)
     result = report(cases, by_keys)
     result["notes"] = notes
     if cases_path:

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from rcagent import explain
 from rcagent.diagnosis import Diagnosis, RootCause
+from rcagent.errors import UnknownEntity
 from rcagent.fusion import fuse
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
 
 RANKINGS = ("fused", "model")
+
+
+def inventory_names(job: Job, raw, limit: int) -> list[str]:
+    """An answer's root causes (a list, or one string) that name inventory entities, resolved as the tools
+    resolve names (case, unique prefix), in order, without repeats; a name the model made up is dropped."""
+    raw = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    names: list[str] = []
+    for name in raw:
+        try:
+            entity = job.resolve(str(name)).id
+        except UnknownEntity:
+            continue
+        names += [entity] if entity not in names else []
+    return names[:limit]
 
 
 def conclude(job: Job, run_id: str, model_names: list[str], args: dict, how: str = "fused") -> Diagnosis:

@@ -65,8 +65,13 @@ class Settings:
     samples: Annotated[int, Field(ge=1, le=64)] = 1
     aggregate: Literal["embed", "llm"] = "embed"  # how sampled texts are merged: embed (nearest the centroid) | llm
     sample_temperature: Annotated[float, Field(ge=0, le=5)] = 0.9  # temperature of those samples
-    # react: one controller | span: one agent per span of the anomalous request
-    mode: Literal["react", "span"] = "react"
+    # react: one controller | span: one agent per span of the anomalous request | oneshot: the whole case in
+    # one call | sql: a ReAct loop of SQL queries over the job's tables (the last two: RCAtlas's free harnesses)
+    mode: Literal["react", "span", "oneshot", "sql"] = "react"
+    oneshot_tokens: Annotated[int, Field(ge=500, le=1_000_000)] = 3000  # one-shot: the evidence package's budget
+    sql_max_steps: Annotated[int, Field(ge=1, le=100)] = 100  # sql: at most this many calls (as RCAtlas' agent)
+    sql_rows: Annotated[int, Field(ge=1, le=1000)] = 30       # sql: rows of a query result shown
+    sql_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0  # sql: a query running longer is stopped
     # span mode: entry span this many times its baseline mean is anomalous
     span_factor: Annotated[float, Field(gt=0)] = 100.0
     span_pool: Annotated[int, Field(ge=1, le=64)] = 4      # span mode: at most this many agents active at once (K)

@@ -14,9 +14,11 @@ MIN_WORDS = 4
 
 
 def is_sentence(text: str, names: set[str], min_words: int = MIN_WORDS) -> bool:
-    """At least min_words words of letters, and not just an entity name or an action."""
+    """At least min_words words of letters, and not just an entity name, an action or a copied placeholder
+    (`<one sentence: ...>`, as a small model copies from a prompt's answer format)."""
     words = re.findall(r"[A-Za-z][A-Za-z'-]+", text or "")
-    return len(words) >= min_words and text.strip() not in names
+    placeholder = re.fullmatch(r"\s*<[^<>]*>\s*", text or "")
+    return len(words) >= min_words and text.strip() not in names and not placeholder
 
 
 def explanation(entity: str, kind: str, reasons: list[str]) -> str:

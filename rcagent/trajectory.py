@@ -36,7 +36,7 @@ class Trajectory:
             args = action.arguments if action and valid else {}
             self.progress({"step": self.step, "max_steps": self.max_steps,
                            "action": action.name if action and valid else "(invalid)",
-                           "entity": args.get("entity") or args.get("key")
+                           "entity": args.get("entity") or args.get("key") or args.get("table") or args.get("sql")
                            or ",".join(map(str, args.get("root_causes") or [])),
                            "tokens": completion.prompt_tokens + completion.completion_tokens,
                            "cached": completion.cached, "error": error})

@@ -129,3 +129,10 @@ def quoted(text: str, limit: int = 300) -> str:
     text = str(text)
     cut = len(text) > limit
     return json.dumps(text[:limit] + ("..." if cut else ""), ensure_ascii=False)
+
+
+def plain(text, limit: int = 60) -> str:
+    """A telemetry name on one line: escaped like quoted() (newlines, escape codes) but without the quotes,
+    and cut to `limit` characters with '~'."""
+    body = json.dumps(str(text), ensure_ascii=False)[1:-1]
+    return body if len(body) <= limit else body[: limit - 1] + "~"
