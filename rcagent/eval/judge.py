@@ -70,3 +70,26 @@ def add_judge_scores(cases: list[dict], backend, progress: Callable[[int, int], 
     if failed:
         notes.append(f"the judge gave no usable grade for {failed} of {len(cases)} cases (left out of its means)")
     return notes
+
+
+def separation(cases: list[dict]) -> dict:
+    """How well the correctness grade separates right answers (PR@1 = 1 by the label) from wrong ones: the
+    mean grade of each, and the AUC (the chance that a right case is graded above a wrong one; ties count
+    half; 0.5 is a judge that cannot tell them apart)."""
+    graded = [c for c in cases if c.get("judge_correctness") is not None]
+    right = [c["judge_correctness"] for c in graded if c["pr1"] == 1]
+    wrong = [c["judge_correctness"] for c in graded if c["pr1"] != 1]
+    pairs = [(r > w) + 0.5 * (r == w) for r in right for w in wrong]
+    return {"right": len(right), "wrong": len(wrong),
+            "right_mean": round(sum(right) / len(right), 2) if right else None,
+            "wrong_mean": round(sum(wrong) / len(wrong), 2) if wrong else None,
+            "auc": round(sum(pairs) / len(pairs), 3) if pairs else None}
+
+
+def separation_notes(cases: list[dict]) -> list[str]:
+    out = []
+    for method in dict.fromkeys(c["method"] for c in cases):
+        s = separation([c for c in cases if c["method"] == method])
+        out.append(f"judge separation, {method}: correctness {s['right_mean']} on {s['right']} right answers, "
+                   f"{s['wrong_mean']} on {s['wrong']} wrong ones; AUC {s['auc']} (0.5 = no separation)")
+    return out
