@@ -30,7 +30,8 @@ def model_options(fn):
         click.option("--config", type=click.Path(dir_okay=False), help="Config file (TOML)."),
         click.option("--backend", type=click.Choice(["local", "openai", "transformers", "scripted"]),
                      help="Model backend (default: local llama.cpp)."),
-        click.option("--model", help="Model: smollm2 | gemma3 | a .gguf path (local); the served name (openai)."),
+        click.option("--model", help="Model: smollm2 | gemma3 | qwen2.5-coder-1.5b (make qwen) | a .gguf path (local); "
+                                       "the served name (openai)."),
         click.option("--base-url", help="OpenAI-compatible server URL, e.g. http://127.0.0.1:8000/v1."),
         click.option("--allow-remote", is_flag=True, default=None,
                      help="Allow a non-loopback --base-url (telemetry leaves the machine)."),
