@@ -199,6 +199,21 @@ def test_judge_grades_with_the_scripted_backend_and_skips_unusable_grades(jobs_d
     assert result["methods"]["nsigma"]["judge_correctness"] == 8.0
     assert result["methods"]["nsigma"]["judge_helpfulness"] == 2.0
     assert any(f"no usable grade for 1 of {n}" in note for note in result["notes"])
+    assert any(note.startswith("judge separation, nsigma:") for note in result["notes"])
+
+
+def test_judge_separation_is_the_chance_a_right_answer_is_graded_above_a_wrong_one():
+    from rcagent.eval.judge import separation
+
+    def case(pr1, grade):
+        return {"pr1": pr1, "judge_correctness": grade}
+    perfect = separation([case(1, 9), case(1, 8), case(0, 2), case(0, 3)])
+    assert perfect == {"right": 2, "wrong": 2, "right_mean": 8.5, "wrong_mean": 2.5, "auc": 1.0}
+    blind = separation([case(1, 5), case(0, 5), case(1, 5), case(0, 5)])
+    assert blind["auc"] == 0.5
+    inverted = separation([case(1, 1), case(0, 7), {"pr1": 0, "judge_correctness": None}])
+    assert inverted["auc"] == 0.0 and inverted["wrong"] == 1
+    assert separation([case(1, 5)])["auc"] is None       # no wrong answer: nothing to separate
 
 
 def test_one_method_in_two_files_stays_apart(jobs_dir, tmp_path):
