@@ -147,15 +147,15 @@ def act(action, thought="look", **arguments):
 def test_sql_agent_investigates_and_submits(contacts_job, store):
     script = [act("list_tables"), act("table_schema", table="metrics"),
               act("query", sql="SELECT entity, count(*) AS n FROM logs GROUP BY entity ORDER BY n DESC"),
-              act("query", sql="SELECT entity, count(*) AS n FROM logs GROUP BY entity ORDER BY n DESC"),  # repeat
               act("query", sql="DROP TABLE logs"),
+              act("query", sql="SELECT entity, count(*) AS n FROM logs GROUP BY entity ORDER BY n DESC"),  # repeat
               act("submit", root_causes=["ts-contacts-service"], explanation="It failed.", solution="Fix it.")]
     backend = ScriptedBackend(script)
     d = sqlagent.analyze(contacts_job, backend, store, Settings(backend="scripted", cache=False))
     assert d.finalized and d.mode == "sql" and d.steps == 6 and d.invalid_steps == 2
     assert d.model_root_causes == ["ts-contacts-service"]
     steps = store.steps(d.run_id)
-    assert "ran this query at step 3" in steps[3]["error"] and "not allowed" in steps[4]["error"]
+    assert "not allowed" in steps[3]["error"] and "ran this query at step 3" in steps[4]["error"]
     prompt = json.dumps(backend.calls[0]["messages"])
     assert "Overview" not in prompt          # the free harness shows no evidence ranking
     assert backend.calls[-1]["schema"]["anyOf"][-1]["properties"]["action"]["enum"] == ["submit"]
@@ -288,3 +288,20 @@ def test_bench_models_reports_own_fused_and_ranking_apart_and_resumes(job_of, tm
     script.write_text("[]")      # resumed: nothing is left to run, so the now empty script is never asked
     again = rcagent(*args)
     assert again.returncode == 0 and json.loads(again.stdout)["rows"] == result["rows"]
+
+
+def test_sql_agent_leaves_a_rut_of_one_failing_query(contacts_job, store):
+    bad = act("query", sql="SELECT * FROM table_schema WHERE src = 1")
+    script = [bad, bad, act("submit", root_causes=["ts-contacts-service"], explanation="It failed.", solution="Fix it.")]
+    backend = ScriptedBackend(script)
+    d = sqlagent.analyze(contacts_job, backend, store, Settings(backend="scripted", cache=False))
+    assert d.finalized and d.steps == 3 and d.invalid_steps == 2
+    offered = [{b["properties"]["action"]["enum"][0] for b in c["schema"]["anyOf"]} for c in backend.calls]
+    assert "query" in offered[1] and "submit" not in offered[1]      # the failed query answered nothing
+    assert "query" not in offered[2] and "submit" in offered[2]      # after the repeat: out of the rut
+    pattern = backend.calls[0]["schema"]["anyOf"][2]["properties"]["arguments"]["properties"]["sql"]["pattern"]
+    import re
+    assert re.match(pattern, "SELECT entity, avg(value) FROM metrics GROUP BY entity")
+    for bad_sql in ("SELECT 1; DROP TABLE logs", "SELECT * FROM logs WHERE entity = ?", "DELETE FROM logs",
+                    'SELECT "x" FROM logs', "SELECT 1\nFROM logs"):
+        assert not re.match(pattern, bad_sql)

@@ -4,7 +4,9 @@ list_tables, table_schema, query (one read-only SELECT in the SqlBox sandbox) an
 for a long result stored behind a key (OBSK, as in the ReAct mode). No call is prescribed and the prompt
 holds no evidence ranking: the model finds its way through the data. The action is constrained to a JSON
 schema; a malformed or refused action is answered with an error the model can act on. Submit is offered
-once a query has run (a blind answer is no investigation), and is the only action of the last allowed call. Older steps are
+once a query has run (a blind answer is no investigation), and is the only action of the last allowed call;
+a repeated query is refused and the next step offers everything but query (the model leaves its rut). The
+same offer is checked when the output was not constrained. Older steps are
 collapsed to one line each, in blocks, so the prompt fits the context and keeps a stable prefix for the
 model's cache. An answer still missing after the last call (unconstrained output) gives the evidence
 ranking's best effort, and the note says so.
@@ -28,7 +30,10 @@ from rcagent.serving.counted import CountedModel
 from rcagent.stabilizers.jsonregen import JsonRegen
 from rcagent.trajectory import Trajectory
 
-SQL_MAX, EXPLANATION_MAX, SOLUTION_MAX, PICKS = 600, 400, 300, 5
+SQL_MAX, EXPLANATION_MAX, SOLUTION_MAX, PICKS = 300, 400, 300, 5
+# What constrained decoding lets a query be: a SELECT (or WITH) without parameter placeholders (nothing is
+# bound to them), a second statement, or a character that would need escaping in the JSON string; bounded.
+QUERY_PATTERN = f"^(SELECT|WITH|select|with) [^?$;\"\\\\\\n\\r\\t]{{1,{SQL_MAX}}}$"
 KEEP = 6            # exchanges shown whole; older ones collapse KEEP at a time
 
 
@@ -41,8 +46,10 @@ class Refused(AgentMessage):
     """An action the agent answers with an error instead of running it."""
 
 
-def schema(entities: list[str], keys: list[str], seen: set[str] = frozenset(), bounded: bool = True) -> dict:
-    """The step's action schema; `seen` (list_tables and the tables described) drops what was shown already."""
+def schema(entities: list[str], keys: list[str], seen: set[str] = frozenset(), bounded: bool = True,
+           query: bool = True) -> dict:
+    """The step's action schema; `seen` (list_tables and the tables described) drops what was shown already,
+    `query=False` the query tool (for one step after a repeated query)."""
     text = {"type": "string", "minLength": 1}
     def cap(n):
         return {"maxLength": n} if bounded else {}
@@ -51,7 +58,8 @@ def schema(entities: list[str], keys: list[str], seen: set[str] = frozenset(), b
         *([action_branch("list_tables", {}, [], bounded)] if "list_tables" not in seen else []),
         *([action_branch("table_schema", {"table": {"type": "string", "enum": tables}}, ["table"], bounded)]
           if tables else []),
-        action_branch("query", {"sql": {**text, "minLength": 6, **cap(SQL_MAX)}}, ["sql"], bounded),
+        *[action_branch("query", {"sql": {"type": "string", "pattern": QUERY_PATTERN} if bounded
+                                else {**text, "minLength": 6}}, ["sql"], bounded)][:int(query)],
         action_branch("submit", {
             "root_causes": {"type": "array", "items": {"type": "string", "enum": entities}, "minItems": 1,
                             **({"maxItems": PICKS} if bounded else {})},
@@ -72,6 +80,8 @@ class SqlAgent:
         self.queries: dict[str, int] = {}         # normalized query -> the step it was sent at
         self.answered = False                     # a query has returned a result
         self.seen: set[str] = set()               # list_tables and the tables described: shown once
+        self.repeated = False                     # the last step repeated a query
+        self.offered: set[str] = set()            # the actions this step's schema offers
         self.head: list[dict] = []
         self.exchanges: list[tuple[list[dict], str]] = []   # (assistant + user messages, one-line summary)
 
@@ -84,7 +94,8 @@ class SqlAgent:
             self.trajectory.run_id = record.id
             self.box = SqlBox(self.job, s.sql_rows, s.sql_timeout_s)
             self.head = [
-                {"role": "system", "content": prompts.render("sql_system", rows=s.sql_rows, max_steps=s.sql_max_steps)},
+                {"role": "system", "content": prompts.render("sql_system", rows=s.sql_rows, max_steps=s.sql_max_steps,
+                                                             start=self.job.window.start, end=self.job.window.end)},
                 {"role": "user", "content": prompts.render("sql_task", job_id=self.job.id, alert=self.job.alert,
                                                            summary=prompts.data(self.job.summary()))}]
             try:
@@ -125,12 +136,15 @@ class SqlAgent:
         t = self.trajectory
         t.step += 1
         keys = [k for k in self.inv.pages if k not in self.inv.read_to_the_end()]
-        messages, step_schema = self.messages(), schema(sorted(self.job.entities), keys, self.seen)
+        repeated, self.repeated = self.repeated, False
+        messages, step_schema = self.messages(), schema(sorted(self.job.entities), keys, self.seen, query=not repeated)
         if t.step == self.settings.sql_max_steps:    # the last call: only submit is left
             messages.append({"role": "user", "content": prompts.message("sql_last_step")})
             step_schema = step_schema["anyOf"][-1]
-        elif not self.answered:                      # no submit before a query looked at the data
+        elif not self.answered and not repeated:     # no submit before a query saw the data (or the model is
+            # stuck repeating one that fails: then submitting is one way out)
             step_schema = {"anyOf": step_schema["anyOf"][:-1]}
+        self.offered = {b["properties"]["action"]["enum"][0] for b in step_schema.get("anyOf", [step_schema])}
         completion = self.model.query(messages, step_schema if self.settings.constrain else None)
         tool_start = time.perf_counter()
         action, rounds = None, []
@@ -165,9 +179,11 @@ class SqlAgent:
         if args_schema is None:
             raise Refused(prompts.message("sql_bad_action", problem=f"unknown tool '{action.name}'"))
         if action.name == "submit":
-            if not self.answered and self.trajectory.step < self.settings.sql_max_steps:
+            if "submit" not in self.offered:
                 raise Refused(prompts.message("sql_blind_submit"))
             self.submit(action, run_id)
+        if action.name == "query" and "query" not in self.offered:
+            raise Refused(prompts.message("sql_rut"))
         errors = list(jsonschema.Draft202012Validator(args_schema).iter_errors(action.arguments))
         if errors:
             problem = f"{action.name}: {errors[0].message[:200]}"
@@ -186,6 +202,7 @@ class SqlAgent:
                 return self.box.schema(action.arguments["table"])
             sql = " ".join(action.arguments["sql"].split()).rstrip(";")
             if sql in self.queries:
+                self.repeated = True      # a rut: the next step offers everything but query
                 raise Refused(prompts.message("sql_repeated", step=self.queries[sql]))
             self.queries[sql] = self.trajectory.step
             result = self.box.run(sql)
