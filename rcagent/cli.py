@@ -310,10 +310,11 @@ def bench_stability(jobs_dir, limit, seed, ablate, config, backend, model, base_
 @click.option("--timeout", type=click.FloatRange(1), help="Seconds per job; a job past it counts as unanswered.")
 @click.option("--labels", "labels_dir", type=click.Path(file_okay=False),
               help="The labels folder (default: beside the jobs folder).")
+@click.option("--report-only", is_flag=True, help="Tabulate the results already in --out; run nothing.")
 @model_options
 @output_format
-def bench_models(jobs_dir, out_dir, models, methods, sample_n, seed, timeout, labels_dir, config, backend, model,
-                 base_url, allow_remote, max_steps, experts, store, script, fmt):
+def bench_models(jobs_dir, out_dir, models, methods, sample_n, seed, timeout, labels_dir, report_only, config, backend,
+                 model, base_url, allow_remote, max_steps, experts, store, script, fmt):
     """What the model adds: each method with each model on one sample, the model's own answers apart from
     the fused ones and from the evidence ranking alone, beside NSigma, BARO and random."""
     from rcagent.batch import job_ids
@@ -332,14 +333,17 @@ def bench_models(jobs_dir, out_dir, models, methods, sample_n, seed, timeout, la
                        + (f" (unknown: {', '.join(bad)})" if bad else ""))
     settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
     out = Path(out_dir).expanduser()
+    if report_only and not out.is_dir():
+        raise BadInput(f"--out {out_dir}: no results folder to report on")
     jobs = modelbench.run(folder, out, settings, names, chosen, sample_n, seed, timeout,
-                          progress=lambda line: click.echo(line, err=True))
+                          progress=lambda line: click.echo(line, err=True), report_only=report_only)
     root = folder / "jobs" if (folder / "jobs").is_dir() else folder
     labels = Path(labels_dir).expanduser() if labels_dir else default_labels(root)
     rows = modelbench.table_rows(out, jobs, names, chosen, labels)
     baselines = modelbench.baseline_rows(out, jobs, labels)
     result = {"seed": seed, "sample": sorted(job_ids(jobs).values()), "rows": rows, "baselines": baselines}
-    (out / "table.json").write_text(json.dumps(result, indent=2))
+    if not report_only:
+        (out / "table.json").write_text(json.dumps(result, indent=2))
     click.echo(json.dumps(result, indent=2) if fmt == "json" else modelbench.table(rows, baselines, fmt))
 
 

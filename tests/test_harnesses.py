@@ -288,6 +288,8 @@ def test_bench_models_reports_own_fused_and_ranking_apart_and_resumes(job_of, tm
     script.write_text("[]")      # resumed: nothing is left to run, so the now empty script is never asked
     again = rcagent(*args)
     assert again.returncode == 0 and json.loads(again.stdout)["rows"] == result["rows"]
+    report = rcagent(*args, "--report-only", "--models", "other-model")    # nothing of it in --out: no row, no run
+    assert report.returncode == 0 and json.loads(report.stdout)["rows"] == []
 
 
 def test_sql_agent_leaves_a_rut_of_one_failing_query(contacts_job, store):

@@ -32,11 +32,14 @@ def result_file(out: Path, method: str, model: str | None = None) -> Path:
 
 
 def run(jobs_dir: Path, out: Path, settings, models: list[str], methods: list[str], n: int, seed: int,
-        timeout: float | None, progress: Callable[[str], None] = lambda line: None) -> list[Path]:
-    """Run what is missing of the benchmark; returns the sample's job folders."""
+        timeout: float | None, progress: Callable[[str], None] = lambda line: None,
+        report_only: bool = False) -> list[Path]:
+    """Run what is missing of the benchmark (nothing with `report_only`); returns the sample's job folders."""
     from rcagent.serving import make_backend
 
     jobs = sample(find_jobs(jobs_dir), n, seed)
+    if report_only:
+        return jobs
     out.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.replace(settings, store=str(out / "runs.db"))
     for method in BASELINES:
