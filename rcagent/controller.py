@@ -183,7 +183,5 @@ class Controller:
                                  self.inv, self.settings.snapshot_threshold, self.settings.head_chars)[0]
 
     def fill_figures(self, d: Diagnosis, wall_s: float) -> None:
-        m, t = self.model, self.trajectory
-        d.run_id, d.steps, d.invalid_steps, d.repaired_steps = self.run_id, t.step, t.invalid, t.repaired
-        d.llm_calls, d.prompt_tokens, d.completion_tokens = m.llm_calls, m.prompt_tokens, m.completion_tokens
-        d.wall_s, d.backend, d.model = round(wall_s, 3), self.backend.name, self.backend.model
+        self.trajectory.fill(d)
+        self.model.fill(d, wall_s)

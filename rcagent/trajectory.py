@@ -18,6 +18,10 @@ class Trajectory:
         self.step = self.invalid = self.repaired = 0
         self.expert_figures: dict = {}    # what an expert tool reported on this step
 
+    def fill(self, d) -> None:
+        """Put the run's step counts into the Diagnosis `d`."""
+        d.run_id, d.steps, d.invalid_steps, d.repaired_steps = self.run_id, self.step, self.invalid, self.repaired
+
     def save(self, action: Action | None, completion: Completion, rounds: list[dict], tool_start: float,
              valid: int = 1, error: str | None = None, **fields) -> None:
         """Store the step and emit its progress event. `rounds` are JsonRegen's (more than one: repaired)."""

@@ -25,6 +25,11 @@ class CountedModel:
         self.count(out)
         return out
 
+    def fill(self, d, wall_s: float) -> None:
+        """Put this run's model figures, its wall time and the backend into the Diagnosis `d`."""
+        d.llm_calls, d.prompt_tokens, d.completion_tokens = self.llm_calls, self.prompt_tokens, self.completion_tokens
+        d.wall_s, d.backend, d.model = round(wall_s, 3), self.backend.name, self.backend.model
+
     def count(self, completions: list[Completion]) -> None:
         self.llm_calls += len(completions)
         self.prompt_tokens += sum(c.prompt_tokens for c in completions)

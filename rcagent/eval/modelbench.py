@@ -92,13 +92,10 @@ def table_rows(out: Path, jobs: list[Path], models: list[str], methods: list[str
                 continue
             fused, own = cases(results), cases(own_answers(results))
             same = sorted(set(fused) & set(ranking))
-            f = summarize([fused[j] for j in same])
+            f, o, r = (summarize([by_job[j] for j in same]) for by_job in (fused, own, ranking))
             rows.append({"method": method, "model": model, "cases": len(same),
-                         "own_pr1": summarize([own[j] for j in same])["pr1"],
-                         "own_rr": summarize([own[j] for j in same])["rr"],
-                         "fused_pr1": f["pr1"], "fused_rr": f["rr"],
-                         "ranking_pr1": summarize([ranking[j] for j in same])["pr1"],
-                         "ranking_rr": summarize([ranking[j] for j in same])["rr"],
+                         "own_pr1": o["pr1"], "own_rr": o["rr"], "fused_pr1": f["pr1"], "fused_rr": f["rr"],
+                         "ranking_pr1": r["pr1"], "ranking_rr": r["rr"],
                          "pass_rate": f["pass_rate"], "invalid_rate": f["invalid_rate"],
                          "llm_calls": f["llm_calls"], "tokens": f["tokens"], "median_wall_s": f["median_wall_s"]})
     return rows

@@ -71,8 +71,7 @@ def analyze(job, backend, store, settings, deadline: float | None = None,
         else:
             d = conclusion.best_effort(job, run.id, [], f"the one-shot answer was not usable ({error})")
         d.mode, d.steps, d.invalid_steps = "oneshot", 1, int(bool(error))
-        d.llm_calls, d.prompt_tokens, d.completion_tokens = model.llm_calls, model.prompt_tokens, model.completion_tokens
-        d.wall_s, d.backend, d.model = round(time.perf_counter() - start, 3), backend.name, backend.model
+        model.fill(d, time.perf_counter() - start)
         if package.cut:
             cut = ", ".join(f"{n} lines of {s}" for s, n in package.cut.items())
             d.note = "; ".join(filter(None, [d.note, f"evidence package cut to {package.budget} tokens ({cut})"]))

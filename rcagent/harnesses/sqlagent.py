@@ -102,10 +102,9 @@ class SqlAgent:
                 diagnosis = self.loop(record.id, deadline, cancel)
             finally:
                 self.box.close()
-            t, m = self.trajectory, self.model
-            diagnosis.mode, diagnosis.steps, diagnosis.invalid_steps, diagnosis.repaired_steps = "sql", t.step, t.invalid, t.repaired
-            diagnosis.llm_calls, diagnosis.prompt_tokens, diagnosis.completion_tokens = m.llm_calls, m.prompt_tokens, m.completion_tokens
-            diagnosis.wall_s, diagnosis.backend, diagnosis.model = round(time.perf_counter() - start, 3), self.backend.name, self.backend.model
+            diagnosis.mode = "sql"
+            self.trajectory.fill(diagnosis)
+            self.model.fill(diagnosis, time.perf_counter() - start)
             record.status = "finalized" if diagnosis.finalized else "step_limit"
             record.diagnosis = diagnosis.to_dict()
         return diagnosis
