@@ -24,7 +24,7 @@ from rcagent.config import Settings
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import BadInput, TimeLimit
 
-AGENT_METHODS = ("react", "span", "oneshot", "sql")   # the agent's modes (rcagent.modes; batch --mode)
+AGENT_METHODS = ("react", "span", "oneshot", "sql", "graph")   # the agent's modes (rcagent.modes; batch --mode)
 
 
 def methods() -> tuple[str, ...]:

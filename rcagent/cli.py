@@ -50,11 +50,12 @@ def model_options(fn):
 def run_options(fn):
     """How the agent runs (analyze and batch): the mode and self-consistency at finalization."""
     options = [
-        click.option("--mode", type=click.Choice(["react", "span", "oneshot", "sql"]),
+        click.option("--mode", type=click.Choice(["react", "span", "oneshot", "sql", "graph"]),
                      help="react: one controller (default); span: one agent per span of the anomalous request "
                           "(RCLAgent), in parallel, jobs without traces fall back to react; oneshot: the whole case "
                           "as one evidence package, one call; sql: a ReAct loop of read-only SQL over the job's "
-                          "tables (oneshot and sql: RCAtlas's free harnesses)."),
+                          "tables (oneshot and sql: RCAtlas's free harnesses); graph: a walk over the anomaly fusion "
+                          "graph from the alert to the source, each suspect checked by a verifier (GAMA)."),
         click.option("--samples", type=click.IntRange(1, 64),
                      help="Sample this many finalizations from the greedy run's last prefix and aggregate them "
                           "(self-consistency; 1 = off, the paper uses 10)."),
@@ -228,7 +229,7 @@ def show(run_id, store, snapshots, key, fmt):
                        or "no snapshots")
         return
     click.echo(render_steps(run, db.steps(run["id"]), fmt, samples=db.samples(run["id"]),
-                            agents=db.span_agents(run["id"])))
+                            agents=db.span_agents(run["id"]), walk=db.walk_events(run["id"])))
 
 
 @cli.command()
@@ -327,9 +328,9 @@ def bench_models(jobs_dir, out_dir, models, methods, sample_n, seed, timeout, la
         raise BadInput(f"--jobs {jobs_dir}: not a folder")
     names = [m.strip() for m in models.split(",") if m.strip()]
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
-    bad = [m for m in chosen if m not in MODES]
+    bad = [m for m in chosen if m not in MODES and m not in modelbench.VARIANTS]
     if bad or not chosen or not names:
-        raise BadInput(f"--methods: choose from {', '.join(MODES)}; --models: at least one"
+        raise BadInput(f"--methods: choose from {', '.join(MODES + tuple(modelbench.VARIANTS))}; --models: at least one"
                        + (f" (unknown: {', '.join(bad)})" if bad else ""))
     settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store)
     out = Path(out_dir).expanduser()

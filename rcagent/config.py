@@ -67,7 +67,8 @@ class Settings:
     sample_temperature: Annotated[float, Field(ge=0, le=5)] = 0.9  # temperature of those samples
     # react: one controller | span: one agent per span of the anomalous request | oneshot: the whole case in
     # one call | sql: a ReAct loop of SQL queries over the job's tables (the last two: RCAtlas's free harnesses)
-    mode: Literal["react", "span", "oneshot", "sql"] = "react"
+    # | graph: the coordinator's walk over the anomaly fusion graph (GAMA)
+    mode: Literal["react", "span", "oneshot", "sql", "graph"] = "react"
     oneshot_tokens: Annotated[int, Field(ge=500, le=1_000_000)] = 3000  # one-shot: the evidence package's budget
     sql_max_steps: Annotated[int, Field(ge=1, le=100)] = 100  # sql: at most this many calls (as RCAtlas' agent)
     sql_rows: Annotated[int, Field(ge=1, le=1000)] = 30       # sql: rows of a query result shown
@@ -81,6 +82,15 @@ class Settings:
     span_max_children: Annotated[int, Field(ge=1)] = 6  # span mode: children kept per span after folding repeats
     span_max_depth: Annotated[int, Field(ge=1)] = 6        # span mode: tree depth kept
     span_max_spans: Annotated[int, Field(ge=1)] = 40  # span mode: spans (agents) kept per request, breadth first
+    # graph mode (GAMA §4.2; thresholds as the paper's defaults, not tuned here)
+    graph_tau_conf: Annotated[float, Field(ge=0, le=1)] = 0.85    # a diagnoser's P(root) from this goes to the verifier
+    graph_tau_verify: Annotated[float, Field(ge=0, le=1)] = 0.90  # a suspect with this Vscore is the root cause
+    graph_max_steps: Annotated[int, Field(ge=1, le=100)] = 10     # graph mode: nodes visited at most
+    graph_verifier: bool = True        # graph mode: off = accept the diagnoser's suspect (ablation)
+    graph_backtrack: bool = True       # graph mode: off = a dead end ends the walk (ablation)
+    graph_navigator: Literal["gradient", "random"] = "gradient"   # random: a random neighbour (ablation)
+    graph_summaries: bool = True       # graph mode: the model writes each visited node's health report
+    graph_arbitrations: Annotated[int, Field(ge=0, le=50)] = 3    # graph mode: model calls linking ambiguous logs
     cache: bool = True                                     # replay identical greedy model calls from the store
     store: str = "~/.local/share/rcagent/rcagent.db"
     script: str = ""  # scripted backend: a JSON file holding the list of responses

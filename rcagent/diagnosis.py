@@ -35,6 +35,7 @@ class Diagnosis:
     note: str = ""
     consistency: dict = field(default_factory=dict)   # self-consistency: candidates, agreement (empty if off)
     span: dict = field(default_factory=dict)          # span mode: request, path, pool, evidence graph
+    graph: dict = field(default_factory=dict)         # graph mode: the walk, its start, linked logs, picture
 
     def to_dict(self) -> dict:
         return asdict(self)

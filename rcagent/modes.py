@@ -1,6 +1,7 @@
 """The agent modes behind one call: what `analyze --mode` and `batch` run.
 
-react: the RCAgent controller; span: RCLAgent's span mode; oneshot and sql: RCAtlas's free harnesses.
+react: the RCAgent controller; span: RCLAgent's span mode; oneshot and sql: RCAtlas's free harnesses;
+graph: the graph-augmented multi-agent walk (GAMA).
 Each takes the job, the backend, the store and the settings, and returns a Diagnosis.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Callable
 
 from rcagent.diagnosis import Diagnosis
 
-MODES = ("react", "span", "oneshot", "sql")
+MODES = ("react", "span", "oneshot", "sql", "graph")
 
 
 def run(job, backend, store, settings, mode: str | None = None, progress: Callable[[dict], None] | None = None,
@@ -25,6 +26,10 @@ def run(job, backend, store, settings, mode: str | None = None, progress: Callab
         settings = dataclasses.replace(settings, mode=mode)
     if mode == "span":
         from rcagent.spans.mode import analyze
+
+        return analyze(job, backend, store, settings, graph_dir=graph_dir, deadline=deadline, cancel=cancel)
+    if mode == "graph":
+        from rcagent.graphmode.mode import analyze
 
         return analyze(job, backend, store, settings, graph_dir=graph_dir, deadline=deadline, cancel=cancel)
     if mode == "oneshot":

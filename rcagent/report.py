@@ -21,6 +21,53 @@ def span_lines(span: dict) -> list[str]:
     return lines
 
 
+def graph_lines(graph: dict) -> list[str]:
+    """Graph mode: where the walk started, what it visited, how it ended, and where the picture is."""
+    if not graph:
+        return []
+    walk = graph["walk"]
+    linked = graph.get("logs_linked") or {}
+    lines = [f"Graph mode: {graph['nodes']} nodes, {graph['call_edges']} call edges"
+             f" ({'from traces' if graph.get('traced') else 'from relations'}); walk from {graph['start']} "
+             f"({graph['start_why']}): {' -> '.join(walk['visited'])}; ended: {walk['ended']}",
+             "Error log lines linked to calls: " + (", ".join(f"{k.replace('_', ' ')} {v}" for k, v in linked.items()
+                                                             if k != "similarity" and v) or "none in the window")
+             + (f" (similarity: {linked['similarity']})" if linked.get("similarity") else "")]
+    for e in walk["events"]:
+        if e["kind"] == "verify":
+            checks = ", ".join(f"{k} {c['score']:.2f}" for k, c in e["detail"]["checks"].items())
+            lines.append(f"Verifier on {e['node']}: Vscore {e['detail']['score']:.2f} ({checks}), "
+                         + ("passed" if e["detail"]["passed"] else f"refuted: {e['detail']['critique']}"))
+    if graph.get("picture"):
+        lines.append(f"Graph and walk: {graph['picture']}")
+    return lines
+
+
+def walk_lines(events: list[dict]) -> list[str]:
+    """Every event of a graph-mode walk, as stored."""
+    out = []
+    for e in events:
+        d = json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"]
+        head = f"\n--- walk {e['seq'] + 1}: {e['kind']} {e['node']}"
+        if e["kind"] == "visit":
+            out.append(f"{head}{' (from ' + d['via'] + ')' if d.get('via') else ''}\n"
+                       f"{d['state']}, confidence {d['confidence']:.2f} ({d['source']}): {d['reason']}")
+        elif e["kind"] == "verify":
+            out.append(f"{head}: Vscore {d['score']:.2f}, {'passed' if d['passed'] else 'refuted'}")
+            out += [f"  {k}: {c['score']:.2f} (graph {c['graph']:.2f}, model {c['model']}) {c['why']}"
+                    for k, c in d["checks"].items()]
+            if not d["passed"]:
+                out.append(f"  critique: {d['critique']}")
+        elif e["kind"] == "move":
+            out.append(f"{head} from {d['src']}, gradient {d['gradient']:.2f}"
+                       + (f"; alternatives {', '.join(d['alternatives'])}" if d.get("alternatives") else ""))
+        elif e["kind"] == "backtrack":
+            out.append(f"{head} (branch point {d.get('branch')})")
+        else:
+            out.append(f"{head}: {d.get('why', '')}")
+    return out
+
+
 def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     data = d.to_dict() if isinstance(d, Diagnosis) else d
     if fmt == "json":
@@ -44,6 +91,7 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
                   f"**Responsibility.** {data['responsibility']}", "", "**Evidence.**"]
         lines += [f"- {e}" for e in data.get("evidence") or []] or ["- none cited"]
         lines += ["", *[f"_{x}_  " for x in span_lines(data.get("span") or {})]] if data.get("span") else []
+        lines += ["", *[f"_{x}_  " for x in graph_lines(data.get("graph") or {})]] if data.get("graph") else []
         consistency = render_consistency(data.get("consistency") or {})
         if consistency:
             lines += ["", f"**{consistency[0]}**", ""] + [f"- {c.strip()}" for c in consistency[1:]]
@@ -60,15 +108,16 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     lines += [f"  - {e}" for e in data.get("evidence") or []] or ["  - none cited"]
     lines += render_consistency(data.get("consistency") or {})
     lines += span_lines(data.get("span") or {})
+    lines += graph_lines(data.get("graph") or {})
     lines.append(f"({figures}; {data['backend']} / {data['model']})")
     return "\n".join(lines)
 
 
 def render_steps(run: dict, steps: list[dict], fmt: str = "text", samples: list[dict] | None = None,
-                 agents: list[dict] | None = None) -> str:
+                 agents: list[dict] | None = None, walk: list[dict] | None = None) -> str:
     if fmt == "json":
-        return json.dumps({"run": run, "steps": steps, "samples": samples or [], "span_agents": agents or []},
-                          indent=2, default=str)
+        return json.dumps({"run": run, "steps": steps, "samples": samples or [], "span_agents": agents or [],
+                           "walk": walk or []}, indent=2, default=str)
     out = [f"Run {run['id']} on {run['job']} ({run['backend']} / {run['model']}): {run['status']}, "
            f"started {run['started']}"]
     for s in steps:
@@ -94,6 +143,7 @@ def render_steps(run: dict, steps: list[dict], fmt: str = "text", samples: list[
             out.append(f"{o['label']} concludes: root cause {o['root_cause']}"
                        + (f" (confidence {o['confidence']})" if o.get("confidence") is not None else "")
                        + (f": {o['reason']}" if o.get("reason") else ""))
+    out += walk_lines(walk or [])
     if samples:
         out.append(f"\n--- {len(samples)} finalizations sampled from step {steps[-1]['step'] if steps else '?'}'s prefix")
         out += render_samples(samples)

@@ -79,8 +79,16 @@ def _m006_owner(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("host", str)
 
 
+def _m007_graph_walk(db: sqlite_utils.Database) -> None:
+    # graph mode: every event of the coordinator's walk (visit, verify, move, backtrack, stop), in order
+    db["graph_walk"].create({
+        "run_id": str, "seq": int, "step": int, "kind": str, "node": str, "detail": str, "created": str,
+    }, pk=("run_id", "seq"), foreign_keys=[("run_id", "runs", "id")])
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts),
-              ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents), ("006_owner", _m006_owner)]
+              ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents), ("006_owner", _m006_owner),
+              ("007_graph_walk", _m007_graph_walk)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:
@@ -224,6 +232,14 @@ class Store:
 
     def span_agents(self, run_id: str) -> list[dict]:
         return list(self.db["span_agents"].rows_where("run_id = ?", [run_id], order_by="rowid"))
+
+    def add_walk_event(self, run_id: str, seq: int, step: int, kind: str, node: str, detail: dict) -> None:
+        with self.write_lock:
+            self.db["graph_walk"].insert({"run_id": run_id, "seq": seq, "step": step, "kind": kind, "node": node,
+                                          "detail": json.dumps(detail, default=str), "created": _now()}, replace=True)
+
+    def walk_events(self, run_id: str) -> list[dict]:
+        return list(self.db["graph_walk"].rows_where("run_id = ?", [run_id], order_by="seq"))
 
     def runs(self, limit: int = 20) -> list[dict]:
         return list(self.db["runs"].rows_where(order_by="started desc", limit=limit))

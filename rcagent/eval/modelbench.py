@@ -1,6 +1,6 @@
 """`rcagent bench models`: what the model adds, per method and model, on one fixed sample of jobs.
 
-Every method (react, oneshot, sql, span) runs with every model on the same seeded sample drawn evenly across
+Every method (react, oneshot, sql, span, graph and graph's ablations) runs with every model on the same seeded sample drawn evenly across
 the systems, through `Batch` (one JSONL file per method and model in the output folder: rerunning resumes).
 The evidence ranking alone (the overview), NSigma, BARO and random run on the same jobs in the same run.
 Per method and model the table gives PR@1/RR of the model's own answer (its picks before fusion; a run that
@@ -20,7 +20,10 @@ from rcagent.eval.evaluate import score_rows, summarize
 from rcagent.tables import pct, render_table
 
 BASELINES = ("overview", "nsigma", "baro", "random")
-METHODS = ("react", "oneshot", "sql", "span")
+METHODS = ("react", "oneshot", "sql", "span", "graph")
+# graph mode's ablations (GAMA §6): a method name of its own, run as graph mode with one setting changed
+VARIANTS = {"graph-noverifier": {"graph_verifier": False}, "graph-nobacktrack": {"graph_backtrack": False},
+            "graph-randomnav": {"graph_navigator": "random"}}
 
 
 def slug(model: str) -> str:
@@ -66,6 +69,8 @@ def _run(jobs, path, method, settings, backend, timeout, seed, progress) -> None
     todo = _todo(jobs, path)
     if not todo:
         return
+    if method in VARIANTS:
+        settings, method = dataclasses.replace(settings, **VARIANTS[method]), "graph"
     progress(f"{path.name}: {len(todo)} of {len(jobs)} jobs to run")
     Batch(todo, path, method, settings, timeout=timeout, seed=seed, backend=backend, ids=job_ids(todo),
           on_done=lambda o: progress(f"  {path.stem} {o.job}: {o.status} {o.wall_s:.0f} s")).run()

@@ -1,0 +1,159 @@
+"""Graph mode: the walk on small synthetic graphs with a scripted model (chain, fan-out with a decoy, a dead
+end that needs backtracking, a cycle), the ablations, the verifier's checks; the whole mode on real jobs."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import networkx as nx
+import pytest
+
+from rcagent.config import Settings
+from rcagent.graphmode import verifier
+from rcagent.graphmode.agents import GraphAgents
+from rcagent.graphmode.anomaly_graph import Health, Signal, gradient
+from rcagent.graphmode.walk import HEALTHY, PROPAGATOR, ROOT, walk
+from rcagent.serving.counted import CountedModel
+from rcagent.serving.scripted import RuleBackend
+from rcagent.store import Store
+
+
+def graph(nodes: dict[str, float], calls: list[tuple[str, str]], intrinsic: set[str] = frozenset()) -> nx.DiGraph:
+    """A graph of services: name -> health (0..1); intrinsic nodes have a signal of their own (CPU), the
+    others only a latency that waits on their callees."""
+    g = nx.DiGraph()
+    for name, health in nodes.items():
+        h = Health(score=100 * health, health=health)
+        if health:
+            h.signals = [Signal(100 * health, "cpu_usage up 9 sd" if name in intrinsic
+                                else "latency p95 10->90 ms (waiting on callees)", "metrics",
+                                "saturation" if name in intrinsic else "latency", name in intrinsic)]
+        g.add_node(name, kind="service", health=h)
+    for u, v in calls:
+        g.add_edge(u, v, kind="calls", stats=None, gradient=gradient(None, nodes[v]))
+    g.graph.update(traced=False, top=100.0)
+    return g
+
+
+def states(rules: dict[str, str], confidence: float = 0.95, verify: bool = True):
+    """A scripted model: the diagnoser answers rules[node] (default healthy), the verifier passes every check
+    when `verify`, the health summarizer writes a sentence."""
+    def answer(messages, schema):
+        prompt = messages[-1]["content"]
+        props = schema["properties"]
+        if "state" in props:
+            node = prompt.split("Component: ", 1)[1].split(" (", 1)[0]
+            state = rules.get(node, HEALTHY)
+            return {"state": state, "confidence": confidence, "reason": f"{node} looks like a {state} here."}
+        if "consistency" in props:
+            return {c: verify for c in verifier.CHECKS} | {"critique": "The checks agree with the evidence seen."}
+        return {"report": "The component moved from its baseline in several signals."}
+    return answer
+
+
+def agents_for(g: nx.DiGraph, answer, tmp_path) -> tuple[GraphAgents, RuleBackend]:
+    backend = RuleBackend(answer)
+    settings = Settings(backend="scripted", cache=False)
+    job = SimpleNamespace(alert="the front end is slow", entities={n: None for n in g})
+    model = CountedModel(backend, Store(tmp_path / "runs.db"), settings)
+    return GraphAgents(job, g, model), backend
+
+
+def run_walk(g, rules, tmp_path, start="a", **kw):
+    agents, backend = agents_for(g, states(rules, verify=kw.pop("verify_ok", True)), tmp_path)
+    verify = None if kw.pop("no_verifier", False) else agents.verify
+    return walk(g, start, agents.diagnose, verify, 0.85, 0.9, **kw), backend
+
+
+def test_chain_walks_to_the_end(tmp_path):
+    g = graph({"a": 0.5, "b": 0.6, "c": 1.0}, [("a", "b"), ("b", "c")], {"c"})
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": PROPAGATOR, "c": ROOT}, tmp_path)
+    assert result.root == "c" and result.path == ["a", "b", "c"] and result.ended == "verified"
+    assert [e.kind for e in result.events if e.kind != "move"] == ["visit", "visit", "visit", "verify", "stop"]
+
+
+def test_fan_out_follows_the_steeper_gradient_past_a_decoy(tmp_path):
+    # b is a decoy with a mild anomaly; c is the culprit with the steeper gradient
+    g = graph({"a": 0.5, "b": 0.2, "c": 1.0}, [("a", "b"), ("a", "c")], {"c"})
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": ROOT, "c": ROOT}, tmp_path)
+    assert result.visited == ["a", "c"] and result.root == "c"
+
+
+def test_dead_end_backtracks_to_the_next_branch(tmp_path):
+    # the steeper branch (b) ends at a healthy leaf; the walk comes back and finds d behind c
+    g = graph({"a": 0.5, "b": 0.9, "x": 0.8, "c": 0.4, "d": 1.0},
+              [("a", "b"), ("b", "x"), ("a", "c"), ("c", "d")], {"d"})
+    rules = {"a": PROPAGATOR, "b": PROPAGATOR, "x": HEALTHY, "c": PROPAGATOR, "d": ROOT}
+    result, _ = run_walk(g, rules, tmp_path)
+    assert result.visited == ["a", "b", "x", "c", "d"] and result.root == "d"
+    backtrack = [e for e in result.events if e.kind == "backtrack"]
+    assert len(backtrack) == 1 and backtrack[0].node == "c" and backtrack[0].detail["branch"] == "a"
+    # without backtracking the same walk stops at the dead end
+    blind, _ = run_walk(g, rules, tmp_path, backtrack=False)
+    assert blind.root is None and blind.ended == "dead end" and blind.visited == ["a", "b", "x"]
+
+
+def test_cycle_is_visited_once(tmp_path):
+    g = graph({"a": 0.5, "b": 0.6, "c": 0.7}, [("a", "b"), ("b", "c"), ("c", "a")])
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": PROPAGATOR, "c": PROPAGATOR}, tmp_path)
+    assert result.visited == ["a", "b", "c"] and result.root is None and result.ended == "exhausted"
+
+
+def test_refuted_suspect_is_passed_and_the_search_goes_on(tmp_path):
+    # the model calls b the root cause, but b only waits on c (no evidence of its own): the verifier's
+    # counterfactual fails, b is refuted, and the walk goes on to c
+    g = graph({"a": 0.5, "b": 0.8, "c": 1.0}, [("a", "b"), ("b", "c")], {"c"})
+    result, backend = run_walk(g, {"a": PROPAGATOR, "b": ROOT, "c": ROOT}, tmp_path)
+    verifies = [e for e in result.events if e.kind == "verify"]
+    assert [(e.node, e.detail["passed"]) for e in verifies] == [("b", False), ("c", True)]
+    assert "counterfactual" in verifies[0].detail["critique"] or verifies[0].detail["checks"]["counterfactual"]["graph"] == 0
+    assert result.root == "c" and ("b", 0.95, True) in result.claims
+    # the verifier's prompt carried the graph's checks
+    prompts = [c["messages"][-1]["content"] for c in backend.calls if "consistency" in c["schema"]["properties"]]
+    assert "counterfactual (if b were healthy" in prompts[0]
+
+
+def test_without_a_verifier_the_first_suspect_is_accepted(tmp_path):
+    g = graph({"a": 0.5, "b": 0.8, "c": 1.0}, [("a", "b"), ("b", "c")], {"c"})
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": ROOT, "c": ROOT}, tmp_path, no_verifier=True)
+    assert result.root == "b" and result.ended == "accepted"
+
+
+def test_random_navigator_ignores_the_gradient(tmp_path):
+    g = graph({"a": 0.5, **{f"n{i}": 0.1 * i for i in range(1, 8)}}, [("a", f"n{i}") for i in range(1, 8)])
+    rules = {"a": PROPAGATOR}
+    steep, _ = run_walk(g, rules, tmp_path, max_steps=2)
+    assert steep.visited == ["a", "n7"]
+    seen = {tuple(run_walk(g, rules, tmp_path, max_steps=2, navigator="random", seed=s)[0].visited) for s in range(6)}
+    assert len(seen) > 1
+
+
+def test_unusable_answers_fall_back_to_the_evidence(tmp_path):
+    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    agents, _ = agents_for(g, lambda messages, schema: {"nonsense": 1}, tmp_path)
+    result = walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9)
+    visits = {e.node: e.detail for e in result.events if e.kind == "visit"}
+    assert visits["a"]["source"] == "evidence" and visits["a"]["state"] == PROPAGATOR
+    assert visits["b"]["state"] == ROOT and result.root == "b"
+    assert agents.unparsed >= 3
+
+
+def test_verifier_checks_on_synthetic_graph():
+    g = graph({"a": 0.5, "b": 0.0, "c": 1.0}, [("a", "b"), ("a", "c")], {"c"})
+    assert verifier.consistency(g, "b", "CPU overload")[0] == 0.0          # nothing moved on b
+    assert verifier.consistency(g, "c", "CPU overload in c")[0] == 1.0
+    assert verifier.consistency(g, "c", "memory leak in c")[0] == 0.0      # memory is flat
+    assert verifier.sufficiency(g, ["a", "b"])[0] == 0.0                   # the step a->b shows nothing
+    assert verifier.sufficiency(g, ["a", "c"])[0] == 1.0
+    assert verifier.counterfactual(g, "a")[0] == 0.0                        # a only waits; c has its own fault
+    assert verifier.counterfactual(g, "c")[0] == 1.0
+    vscore, checks, critique = verifier.combine(verifier.deterministic(g, "a", ["a"], "slow"), None)
+    assert checks["counterfactual"]["score"] == 0.0 and critique.startswith("counterfactual")
+
+
+def test_the_alerts_node_is_never_a_dead_end(tmp_path):
+    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    result, _ = run_walk(g, {"a": HEALTHY, "b": ROOT}, tmp_path)
+    first = next(e for e in result.events if e.kind == "visit")
+    assert first.detail["state"] == PROPAGATOR and "alert fired here" in first.detail["reason"]
+    assert result.root == "b"
