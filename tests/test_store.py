@@ -1,16 +1,20 @@
 """The SQLite store: migrations, OBSK snapshots and paging, the model-call cache."""
 from __future__ import annotations
 
-from rcagent.store import Store
+from rcagent.store import MIGRATIONS, Store
 
 
 def test_migrations_apply_once(tmp_path):
     path = tmp_path / "s.db"
     Store(path)
     again = Store(path)
-    assert [r["name"] for r in again.db["_migrations"].rows] == ["001_initial", "002_stabilizers", "003_experts",
-                                                                  "004_samples", "005_span_agents", "006_owner"]
-    assert {"runs", "steps", "snapshots", "llm_cache"} <= set(again.db.table_names())
+    names = [r["name"] for r in again.db["_migrations"].rows]
+    # each migration recorded once, in order, numbered without a gap
+    assert names == [name for name, _ in MIGRATIONS]
+    assert [int(n[:3]) for n in names] == list(range(1, len(names) + 1))
+    assert names[:7] == ["001_initial", "002_stabilizers", "003_experts", "004_samples", "005_span_agents",
+                         "006_owner", "007_graph_walk"]
+    assert {"runs", "steps", "snapshots", "llm_cache", "graph_walk"} <= set(again.db.table_names())
 
 
 def test_a_store_from_before_the_stabilizers_is_upgraded(tmp_path):

@@ -10,8 +10,9 @@ the node and, where they can be (graphmode.align), to the call edge they are abo
 
 The fault gradient of an edge (what the navigator follows) is fixed here, before any measurement: the mean
 of the call's latency deviation, error propagation and traffic volatility, each in 0..1, averaged with
-the target's health (its overview score over the job's highest). An edge without statistics (relations,
-placement) has only the target's health.
+the target's health (its overview score over the job's highest, or half the highest health of what the
+target reaches, if that is more: a gateway's calls, averaged over all its routes, barely move when one
+route two hops down fails). An edge without statistics (relations, placement) has only the target's health.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from rcagent.tools.calls import edges as edges_table
 from rcagent.tools.overview import ranking, scores, traffic_factor
 
 ENTRY = "(entry)"
+LOOKAHEAD = 0.5          # weight of the health of what an edge's target reaches, beside the target's own
 LOG_LINES = 40            # error-like log templates kept per job (most frequent in the window first)
 
 # which golden signal an overview signal speaks of, from the words of its reason (the overview's own text)
@@ -100,9 +102,10 @@ def build(job: Job) -> nx.DiGraph:
             if src in g and dst in g and src != dst and not g.has_edge(src, dst):
                 g.add_edge(src, dst, kind="calls")
     _attach_logs(job, g)
+    below = {n: max((g.nodes[m]["health"].health for m in nx.descendants(g, n)), default=0.0) for n in g}
     for u, v, data in g.edges(data=True):
         data.setdefault("stats", None)
-        data["gradient"] = gradient(data.get("stats"), g.nodes[v]["health"].health)
+        data["gradient"] = gradient(data.get("stats"), max(g.nodes[v]["health"].health, LOOKAHEAD * below[v]))
     g.graph.update(traced=traced, top=top)
     return g
 

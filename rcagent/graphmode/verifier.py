@@ -8,7 +8,7 @@ when the model's answer is not usable), and Vscore is the mean over the checks.
 - causal sufficiency: every step of the walk's path from the alert to v shows the fault passing (an edge
   with a gradient above 0), so v's fault explains what the alert saw;
 - counterfactual: if v were healthy, would the symptoms remain? They would if what v depends on (its
-  callees, pods, node) shows more intrinsic evidence of its own than v does: v's own evidence over the sum.
+  callees, or a pod's node) shows more intrinsic evidence of its own than v does: v's own evidence over the sum.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def sufficiency(g: nx.DiGraph, path: list[str]) -> tuple[float, str]:
 
 def counterfactual(g: nx.DiGraph, node: str) -> tuple[float, str]:
     own = g.nodes[node]["health"].intrinsic
-    deps = [(g.nodes[n]["health"].intrinsic, n) for n in g.successors(node)]
+    # a service's pods are the service itself (it inherits their signals): only calls and placement count
+    deps = [(g.nodes[n]["health"].intrinsic, n) for n in g.successors(node) if g.edges[node, n]["kind"] != "runs"]
     worse = max(deps, default=(0.0, None))
     if own == 0 and worse[0] == 0:
         return 0.0, f"{node} shows no evidence of its own"
