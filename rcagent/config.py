@@ -90,6 +90,7 @@ class Settings:
     graph_backtrack: bool = True       # graph mode: off = a dead end ends the walk (ablation)
     graph_navigator: Literal["gradient", "random"] = "gradient"   # random: a random neighbour (ablation)
     graph_summaries: bool = True       # graph mode: the model writes each visited node's health report
+    graph_challenge: bool = True       # graph mode: a verdict contradicting the graph is asked again, then overruled
     graph_arbitrations: Annotated[int, Field(ge=0, le=50)] = 3    # graph mode: model calls linking ambiguous logs
     cache: bool = True                                     # replay identical greedy model calls from the store
     store: str = "~/.local/share/rcagent/rcagent.db"

@@ -33,6 +33,9 @@ def graph_lines(graph: dict) -> list[str]:
              "Error log lines linked to calls: " + (", ".join(f"{k.replace('_', ' ')} {v}" for k, v in linked.items()
                                                              if k != "similarity" and v) or "none in the window")
              + (f" (similarity: {linked['similarity']})" if linked.get("similarity") else "")]
+    if graph.get("challenged"):
+        lines.append(f"Diagnoser verdicts that contradicted the graph: {graph['challenged']} asked again, "
+                     f"{graph.get('overruled', 0)} overruled by the evidence")
     for e in walk["events"]:
         if e["kind"] == "verify":
             checks = ", ".join(f"{k} {c['score']:.2f}" for k, c in e["detail"]["checks"].items())

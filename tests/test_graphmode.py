@@ -10,7 +10,7 @@ import pytest
 from rcagent.config import Settings
 from rcagent.graphmode import verifier
 from rcagent.graphmode.agents import GraphAgents
-from rcagent.graphmode.anomaly_graph import Health, Signal, gradient
+from rcagent.graphmode.anomaly_graph import Health, Signal, gradient, mark_reach
 from rcagent.graphmode.walk import HEALTHY, PROPAGATOR, ROOT, walk
 from rcagent.serving.counted import CountedModel
 from rcagent.serving.scripted import RuleBackend
@@ -30,6 +30,7 @@ def graph(nodes: dict[str, float], calls: list[tuple[str, str]], intrinsic: set[
         g.add_node(name, kind="service", health=h)
     for u, v in calls:
         g.add_edge(u, v, kind="calls", stats=None, gradient=gradient(None, nodes[v]))
+    mark_reach(g)
     g.graph.update(traced=False, top=100.0)
     return g
 
@@ -38,7 +39,7 @@ def states(rules: dict[str, str], confidence: float = 0.95, verify: bool = True)
     """A scripted model: the diagnoser answers rules[node] (default healthy), the verifier passes every check
     when `verify`, the health summarizer writes a sentence."""
     def answer(messages, schema):
-        prompt = messages[-1]["content"]
+        prompt = messages[0]["content"]
         props = schema["properties"]
         if "state" in props:
             node = prompt.split("Component: ", 1)[1].split(" (", 1)[0]
@@ -151,11 +152,90 @@ def test_verifier_checks_on_synthetic_graph():
 
 
 def test_the_alerts_node_is_never_a_dead_end(tmp_path):
-    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    # mild evidence everywhere (below the challenge's bar): "healthy" at the start is not contradicted by the
+    # graph, yet the alert fired there, so the walk goes on
+    g = graph({"a": 0.3, "b": 0.4}, [("a", "b")], {"b"})
     result, _ = run_walk(g, {"a": HEALTHY, "b": ROOT}, tmp_path)
     first = next(e for e in result.events if e.kind == "visit")
     assert first.detail["state"] == PROPAGATOR and "alert fired here" in first.detail["reason"]
     assert result.root == "b"
+
+
+def _sequence(answers: dict[str, list[str]]):
+    """A scripted diagnoser that gives each node's states in turn (the last one repeated); it records how
+    many times each node was asked and whether the question was a challenge."""
+    asked: dict[str, list[bool]] = {}
+
+    def answer(messages, schema):
+        props = schema["properties"]
+        if "state" in props:
+            node = messages[0]["content"].split("Component: ", 1)[1].split(" (", 1)[0]
+            turns = asked.setdefault(node, [])
+            turns.append(len(messages) > 1)
+            states_ = answers.get(node, [HEALTHY])
+            state = states_[min(len(turns), len(states_)) - 1]
+            return {"state": state, "confidence": 0.95, "reason": f"{node} looks like a {state} here."}
+        if "consistency" in props:
+            return {c: True for c in verifier.CHECKS} | {"critique": "The checks agree with the evidence seen."}
+        return {"report": "The component moved from its baseline in several signals."}
+    return answer, asked
+
+
+def test_a_healthy_verdict_against_the_graph_is_challenged_and_the_model_may_change_it(tmp_path):
+    # b moved most (health 1.0): "healthy" contradicts the graph; asked again, the model says root_cause
+    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    answer, asked = _sequence({"a": [PROPAGATOR], "b": [HEALTHY, ROOT]})
+    agents, _ = agents_for(g, answer, tmp_path)
+    result = walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9)
+    assert asked["b"] == [False, True] and asked["a"] == [False]
+    assert agents.challenged == 1 and agents.overruled == 0
+    visit_b = next(e for e in result.events if e.kind == "visit" and e.node == "b")
+    assert visit_b.detail["source"] == "model" and result.root == "b"
+
+
+def test_a_second_contradicting_verdict_is_overruled_by_the_evidence(tmp_path):
+    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    answer, asked = _sequence({"a": [PROPAGATOR], "b": [HEALTHY]})
+    agents, _ = agents_for(g, answer, tmp_path)
+    result = walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9)
+    assert asked["b"] == [False, True] and agents.challenged == agents.overruled == 1
+    visit_b = next(e for e in result.events if e.kind == "visit" and e.node == "b")
+    # b's own evidence outweighs what it depends on (nothing): the evidence verdict calls it the root cause
+    assert visit_b.detail["source"] == "evidence" and visit_b.detail["state"] == ROOT
+    assert "said healthy twice" in visit_b.detail["reason"] and result.root == "b"
+
+
+def test_a_root_claim_where_nothing_moved_is_challenged(tmp_path):
+    g = graph({"a": 0.5, "b": 0.0, "c": 1.0}, [("a", "b"), ("a", "c")], {"c"})
+    answer, asked = _sequence({"a": [ROOT, PROPAGATOR], "b": [ROOT, ROOT], "c": [ROOT]})
+    agents, _ = agents_for(g, answer, tmp_path)
+    # a moved (0.5), so its root claim stands unchallenged; b never moved: challenged when visited
+    assert agents.contradiction("a", agents.diagnose("a", ["a"], [])) is None
+    verdict = agents.diagnose("b", ["a", "b"], [])
+    assert asked["b"] == [False, True] and verdict.source == "evidence" and verdict.state == HEALTHY
+
+
+def test_healthy_above_a_strong_anomaly_is_challenged(tmp_path):
+    # b barely moved, but it calls c, the most anomalous node: "healthy" would prune the way to c
+    g = graph({"a": 0.5, "b": 0.1, "c": 1.0}, [("a", "b"), ("b", "c")], {"c"})
+    answer, asked = _sequence({"a": [PROPAGATOR], "b": [HEALTHY, PROPAGATOR], "c": [ROOT]})
+    agents, _ = agents_for(g, answer, tmp_path)
+    result = walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9)
+    assert asked["b"] == [False, True] and agents.challenged == 1 and result.root == "c"
+    assert result.path == ["a", "b", "c"]
+    # without the challenge the walk stops at b
+    agents, _ = agents_for(g, _sequence({"a": [PROPAGATOR], "b": [HEALTHY]})[0], tmp_path)
+    agents.challenge = False
+    assert walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9).root is None
+
+
+def test_healthy_without_contradiction_is_taken_as_said(tmp_path):
+    g = graph({"a": 0.5, "b": 0.2, "c": 0.3}, [("a", "b"), ("a", "c")], {"c"})
+    answer, asked = _sequence({"a": [PROPAGATOR]})
+    agents, _ = agents_for(g, answer, tmp_path)
+    verdict = agents.diagnose("b", ["a", "b"], [])
+    assert verdict.state == HEALTHY and verdict.source == "model" and asked["b"] == [False]
+    assert agents.challenged == 0
 
 
 # ---- on real jobs ------------------------------------------------------------------------------------------
@@ -184,7 +264,7 @@ def test_graph_mode_walks_to_the_root_cause_of_a_real_case(contacts_job, store, 
     from rcagent.report import render_steps
 
     def answer(messages, schema):
-        props, prompt = schema["properties"], messages[-1]["content"]
+        props, prompt = schema["properties"], messages[0]["content"]
         if "state" in props:
             node = prompt.split("Component: ", 1)[1].split(" (", 1)[0]
             state = ROOT if node.startswith(CONTACTS) else PROPAGATOR
@@ -234,3 +314,20 @@ def test_graph_mode_gives_a_valid_diagnosis_on_every_system(imported, system, tm
     assert 1 <= len(d.graph["walk"]["visited"]) <= 10 and d.invalid_steps == 0
     assert d.graph["walk"]["visited"][0] == d.graph["start"]
     assert len(store.walk_events(d.run_id)) >= len(d.graph["walk"]["visited"])
+
+
+def test_a_walk_that_verifies_nothing_concludes_with_its_best_supported_suspect(tmp_path):
+    from rcagent.graphmode.mode import best_hypothesis
+
+    # b and c both look like root causes to the diagnoser and the verifier's model refutes both; c's own
+    # evidence is not outweighed by anything it depends on, b's is (by c): c scores higher at the verifier
+    g = graph({"a": 0.5, "b": 0.6, "c": 1.0}, [("a", "b"), ("b", "c")], {"b", "c"})
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": ROOT, "c": ROOT}, tmp_path, verify_ok=False)
+    assert result.root is None and result.ended == "exhausted"
+    assert [n for n, _, refuted in result.claims if refuted] == ["b", "c"]
+    node, vscore = best_hypothesis(result)
+    scores = {e.node: e.detail["score"] for e in result.events if e.kind == "verify"}
+    assert node == "c" and vscore == scores["c"] > scores["b"]
+    # no suspect at all: nothing to conclude with
+    result, _ = run_walk(g, {"a": PROPAGATOR, "b": PROPAGATOR, "c": PROPAGATOR}, tmp_path)
+    assert best_hypothesis(result) == (None, None)

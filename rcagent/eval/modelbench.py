@@ -23,7 +23,7 @@ BASELINES = ("overview", "nsigma", "baro", "random")
 METHODS = ("react", "oneshot", "sql", "span", "graph")
 # graph mode's ablations (GAMA §6): a method name of its own, run as graph mode with one setting changed
 VARIANTS = {"graph-noverifier": {"graph_verifier": False}, "graph-nobacktrack": {"graph_backtrack": False},
-            "graph-randomnav": {"graph_navigator": "random"}}
+            "graph-randomnav": {"graph_navigator": "random"}, "graph-nochallenge": {"graph_challenge": False}}
 
 
 def slug(model: str) -> str:

@@ -102,12 +102,19 @@ def build(job: Job) -> nx.DiGraph:
             if src in g and dst in g and src != dst and not g.has_edge(src, dst):
                 g.add_edge(src, dst, kind="calls")
     _attach_logs(job, g)
-    below = {n: max((g.nodes[m]["health"].health for m in nx.descendants(g, n)), default=0.0) for n in g}
+    below = mark_reach(g)
     for u, v, data in g.edges(data=True):
         data.setdefault("stats", None)
         data["gradient"] = gradient(data.get("stats"), max(g.nodes[v]["health"].health, LOOKAHEAD * below[v]))
     g.graph.update(traced=traced, top=top)
     return g
+
+
+def mark_reach(g: nx.DiGraph) -> dict[str, float]:
+    """Node attribute `below`: the highest health among what a node reaches (calls, directly or not, runs)."""
+    below = {n: max((g.nodes[m]["health"].health for m in nx.descendants(g, n)), default=0.0) for n in g}
+    nx.set_node_attributes(g, below, "below")
+    return below
 
 
 def gradient(stats: dict | None, target_health: float) -> float:
