@@ -307,3 +307,17 @@ def test_sql_agent_leaves_a_rut_of_one_failing_query(contacts_job, store):
     for bad_sql in ("SELECT 1; DROP TABLE logs", "SELECT * FROM logs WHERE entity = ?", "DELETE FROM logs",
                     'SELECT "x" FROM logs', "SELECT 1\nFROM logs"):
         assert not re.match(pattern, bad_sql)
+
+
+def test_sql_query_grammar_closes_every_string_literal():
+    """A tiny model cut off inside a literal wrote queries DuckDB rejects: the pattern only admits closed ones."""
+    import re
+
+    pattern = sqlagent.QUERY_PATTERN
+    for good in ("SELECT entity, count(*) FROM logs WHERE message ILIKE '%error%' GROUP BY 1",
+                 "SELECT * FROM metrics WHERE entity = 'ts-order-service' AND name = 'cpu'",
+                 "SELECT 'a;b?' AS odd FROM logs", "WITH t AS (SELECT 1 AS x) SELECT x FROM t"):
+        assert re.match(pattern, good), good
+    for bad in ("SELECT * FROM logs WHERE level = 'ERR", "SELECT * FROM logs WHERE a = 'x' AND b = 'y",
+                "SELECT '" + "x" * 61 + "'", "SELECT " + "x" * 400, "SELECT " + "x" * 149 + "?"):
+        assert not re.match(pattern, bad), bad

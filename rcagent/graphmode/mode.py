@@ -8,8 +8,9 @@ verifier that tries to refute each suspect.
    (graphmode.agents, graphmode.verifier); every event is stored as it happens (`graph_walk`);
 3. the diagnosis ranks the verified root cause first, then the walk's other suspects (unrefuted first),
    fused with the overview's ranking as every mode's. A walk that tried every viable candidate and verified
-   none concludes with its best-supported suspect (highest Vscore): it enters the fusion as the first pick
-   (not forced first) and the run counts as finalized; a walk cut off at the step limit does not. The
+   none (every viable candidate tried, or its budget of `graph_max_steps` visits spent, as GAMA's maximum
+   search depth) concludes with its best-supported suspect (highest Vscore): it enters the fusion as the
+   first pick (not forced first) and the run counts as finalized; a walk with no suspect does not. The
    model's own picks are the suspects it named itself, not those an evidence verdict named when its answer
    was unusable or overruled. A job with neither traces nor relations has no edges between services: the
    walk runs on placements alone, and the note says so.
@@ -124,8 +125,9 @@ def _diagnosis(job, run_id: str, g, result, agents: GraphAgents) -> Diagnosis:
         evidence.append("verifier: " + "; ".join(f"{k} {c['score']:.2f} ({c['why']})" for k, c in checks["checks"].items()))
     if top:
         evidence += [f"{top.entity}: {'; '.join(reasons.get(top.entity, [])) or 'no signal of its own'}"]
-    # the walk ended by its own decision (verified, or every viable candidate tried) with a suspect to name
-    finalized = result.root is not None or (concluded is not None and result.ended in ("exhausted", "dead end"))
+    # the coordinator concluded: a verified root cause, or, when the search ended (every viable candidate
+    # tried, or its budget of visits spent), the best-supported suspect; a walk with no suspect did not
+    finalized = concluded is not None
     return Diagnosis(job=job.id, run_id=run_id, root_causes=ranked, model_root_causes=own, root_cause=root_cause,
                      solution=explain.solution(top.entity, reasons.get(top.entity, [])) if top else
                      "Widen the window or add telemetry.",

@@ -32,8 +32,14 @@ from rcagent.trajectory import Trajectory
 
 SQL_MAX, EXPLANATION_MAX, SOLUTION_MAX, PICKS = 300, 400, 300, 5
 # What constrained decoding lets a query be: a SELECT (or WITH) without parameter placeholders (nothing is
-# bound to them), a second statement, or a character that would need escaping in the JSON string; bounded.
-QUERY_PATTERN = f"^(SELECT|WITH|select|with) [^?$;\"\\\\\\n\\r\\t]{{1,{SQL_MAX}}}$"
+# bound to them), a second statement, or a character that would need escaping in the JSON string; string
+# literals always closed (a tiny model cut off mid-literal wrote queries DuckDB rejects). Runs of plain
+# text and literals alternate (a literal starts and ends with the quote that plain text cannot hold), so
+# the pattern matches in one pass and never backtracks without end; at most 5 x 150 plain characters and
+# 4 literals of up to 60 (the old bound: 300 characters).
+_PLAIN = "[^'?$;\"\\\\\\n\\r\\t]{0,150}"
+_LITERAL = "'[^'\"\\\\\\n\\r\\t]{0,60}'"
+QUERY_PATTERN = f"^(SELECT|WITH|select|with) {_PLAIN}({_LITERAL}{_PLAIN}){{0,4}}$"
 KEEP = 6            # exchanges shown whole; older ones collapse KEEP at a time
 
 
