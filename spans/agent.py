@@ -12,16 +12,14 @@ what its tools showed, and is counted.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 
 from rcagent import prompts
-from rcagent.errors import FormatError, TimeLimit
+from rcagent.errors import TimeLimit
 from rcagent.serving import cached_complete
 from rcagent.spans.tools import span_logs, span_metrics
-from rcagent.stabilizers.jsonregen import repaired
-from rcagent.validate import unsurrogate
+from rcagent.stabilizers.jsonregen import agent_object
 
 MAX_PROMPT_CHARS = 4000     # per agent call: the span's data and its children's conclusions, never more
 CHILD_CHARS = 220           # one child's conclusion as its parent sees it
@@ -77,18 +75,10 @@ class SpanAgents:
             self.prompt_tokens += c.prompt_tokens
             self.completion_tokens += c.completion_tokens
             self.max_prompt_chars = max(self.max_prompt_chars, len(prompt))
-        try:
-            data = json.loads(c.text, strict=False)
-        except (ValueError, RecursionError):
-            try:
-                data = repaired(c.text)
-            except FormatError:
-                data = None
-        data = unsurrogate(data)
-        if not isinstance(data, dict) or not all(k in data for k in schema["required"]):
+        data = agent_object(c.text, schema["required"])
+        if data is None:
             with self.lock:
                 self.unparsed += 1
-            return None
         return data
 
     # ---- the two phases -----------------------------------------------------------------------------

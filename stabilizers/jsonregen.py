@@ -152,6 +152,20 @@ def repaired(text: str):
     return data
 
 
+def agent_object(text: str, required: list[str]) -> dict | None:
+    """A sub-agent's answer (span and graph mode): strict JSON, else json-repair's reading; None unless it is
+    an object with every required key (the caller counts it and falls back to the evidence)."""
+    try:
+        data = json.loads(text, strict=False)
+    except (ValueError, RecursionError):
+        try:
+            data = repaired(text)
+        except FormatError:
+            data = None
+    data = unsurrogate(data)
+    return data if isinstance(data, dict) and all(k in data for k in required) else None
+
+
 def read_yaml(answer: str):
     body = FENCE.sub("", CONTROL.sub("", clean_answer(answer).translate(TYPOGRAPHIC))).strip()
     try:

@@ -288,6 +288,7 @@ def test_graph_mode_walks_to_the_root_cause_of_a_real_case(contacts_job, store, 
     assert "visit entry" in shown and "Vscore" in shown and "counterfactual" in shown
     page = (tmp_path / "graphs" / f"{d.run_id}.html").read_text()
     assert page.count("<rect") >= len(walk_["visited"]) and "The walk" in page and CONTACTS in page
+    assert page.count('class="concluded"') == 1 and f"concluded: {d.graph['concluded']}" in page
 
 
 @pytest.mark.parametrize("system", ["TrainTicket", "OnlineBoutique", "SockShop", "PetSite", "ChangeRCA"])

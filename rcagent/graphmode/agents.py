@@ -23,13 +23,12 @@ import time
 import networkx as nx
 
 from rcagent import explain, prompts
-from rcagent.errors import FormatError, TimeLimit
+from rcagent.errors import TimeLimit
 from rcagent.graphmode import verifier
 from rcagent.graphmode.anomaly_graph import edge_line, report
 from rcagent.graphmode.walk import HEALTHY, PROPAGATOR, ROOT, STATES, Verdict, Verification
 from rcagent.serving.counted import CountedModel
-from rcagent.stabilizers.jsonregen import repaired
-from rcagent.validate import unsurrogate
+from rcagent.stabilizers.jsonregen import agent_object
 
 TEXT = {"type": "string", "maxLength": 200}
 CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
@@ -60,18 +59,9 @@ class GraphAgents:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise TimeLimit(f"no verified root cause after {self.model.llm_calls} model calls: the time limit ran out")
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        c = self.model.query(messages, schema, MAX_TOKENS)
-        try:
-            data = json.loads(c.text, strict=False)
-        except (ValueError, RecursionError):
-            try:
-                data = repaired(c.text)
-            except FormatError:
-                data = None
-        data = unsurrogate(data)
-        if not isinstance(data, dict) or not all(k in data for k in schema["required"]):
+        data = agent_object(self.model.query(messages, schema, MAX_TOKENS).text, schema["required"])
+        if data is None:
             self.unparsed += 1
-            return None
         return data
 
     # ---- node health report ------------------------------------------------------------------------

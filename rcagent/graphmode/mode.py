@@ -74,7 +74,8 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadli
         if graph_dir is not None:
             graph_dir.mkdir(parents=True, exist_ok=True)
             page = graph_dir / f"{run.id}.html"
-            page.write_text(picture.to_html(g, d.graph["walk"], f"{job.id}: the walk over the anomaly fusion graph"))
+            page.write_text(picture.to_html(g, d.graph["walk"], f"{job.id}: the walk over the anomaly fusion graph",
+                                            d.graph["concluded"]))
             d.graph["picture"] = str(page)
         run.status, run.diagnosis = ("finalized" if d.finalized else "step_limit"), d.to_dict()
     return d

@@ -3,7 +3,8 @@
 Services (and every node the walk visited) in rows by their call distance from the walk's start; the
 others in a last row. Fill by the node's health (white = nothing moved, red = the job's most anomalous);
 border by the diagnoser's verdict (red root cause, orange refuted, amber propagator, green healthy); the
-walk's moves numbered in blue. Hover a node for its evidence and verdict.
+walk's moves numbered in blue; a black ring around what the walk concluded with. Hover a node for its
+evidence and verdict.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _rows(g: nx.DiGraph, start: str, shown: list[str]) -> list[list[str]]:
     return out
 
 
-def to_html(g: nx.DiGraph, walk: dict, title: str) -> str:
+def to_html(g: nx.DiGraph, walk: dict, title: str, concluded: str | None = None) -> str:
+    """`concluded`: the node the walk concluded with (verified or best supported), drawn with a double border."""
     visited = walk["visited"]
     verdicts = {e["node"]: e["detail"]["state"] for e in walk["events"] if e["kind"] == "visit"}
     refuted = {e["node"] for e in walk["events"] if e["kind"] == "verify" and not e["detail"]["passed"]}
@@ -66,7 +68,9 @@ def to_html(g: nx.DiGraph, walk: dict, title: str) -> str:
         tip = html.escape(f"{n} ({g.nodes[n]['kind']}), score {h.score:.0f}\n"
                           + "\n".join(s.reason for s in h.signals[:4])
                           + (f"\nverdict: {state}" if state else ""))
-        parts.append(f'<g><title>{tip}</title><rect x="{i * W + 10}" y="{r * ROW + 10}" width="{BOX_W}" '
+        ring = (f'<rect x="{i * W + 6}" y="{r * ROW + 6}" width="{BOX_W + 8}" height="{BOX_H + 8}" rx="8" '
+                f'fill="none" stroke="#000" stroke-width="2" class="concluded"/>' if n == concluded else "")
+        parts.append(f'<g><title>{tip}</title>{ring}<rect x="{i * W + 10}" y="{r * ROW + 10}" width="{BOX_W}" '
                      f'height="{BOX_H}" rx="6" fill="rgb(255,{red},{red})" stroke="{border}" '
                      f'stroke-width="{3 if state else 1}"/>'
                      f'<text x="{i * W + 16}" y="{r * ROW + 28}">{html.escape(n[:26])}</text>'
@@ -86,9 +90,12 @@ def to_html(g: nx.DiGraph, walk: dict, title: str) -> str:
             steps.append(f"move {d['src']} -> {e['node']} (gradient {d['gradient']:.2f})")
         else:
             steps.append(f"{e['kind']} {e['node']}" + (f": {d['why']}" if d.get("why") else ""))
+    if concluded:
+        steps.append(f"concluded: {concluded}" + ("" if walk.get("root") else " (best supported; none verified)"))
     listing = "".join(f"<li>{html.escape(s)}</li>" for s in steps)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
             f"<h1>{html.escape(title)}</h1><p>Fill: how far the node moved from its baseline. Border: the "
             f"diagnoser's verdict (red root cause, orange refuted by the verifier, amber propagator, green healthy). "
-            f"Blue: the walk's moves, numbered. Hover a node for its evidence.</p>{''.join(parts)}"
+            f"Blue: the walk's moves, numbered. Black ring: what the walk concluded with. Hover a node for its "
+            f"evidence.</p>{''.join(parts)}"
             f"<h2>The walk</h2><ol>{listing}</ol></body></html>")
