@@ -114,7 +114,10 @@ def _diagnosis(job, run_id: str, g, result, agents: GraphAgents) -> Diagnosis:
     visits = {e.node: e.detail for e in result.events if e.kind == "visit"}
     checks = next((e.detail for e in reversed(result.events) if e.kind == "verify" and e.node == concluded), None)
     names = set(job.entities)
-    said = visits.get(concluded, {}).get("reason", "") if concluded and top and top.entity == concluded else ""
+    # the diagnoser's reason is the root cause's text when the model wrote it about the top entity; an
+    # evidence verdict's reason is rcagent's own note, and the evidence's explanation reads better
+    said = (visits.get(concluded, {}).get("reason", "") if concluded and top and top.entity == concluded
+            and said_by.get(concluded) == "model" else "")
     root_cause = said if explain.is_sentence(said, names) else (
         explain.explanation(top.entity, top.kind, reasons.get(top.entity, [])) if top else
         "No entity moved noticeably from its baseline.")
