@@ -4,15 +4,16 @@ arbitrator, each one schema-constrained call.
 Every answer is parsed as span mode's agents do (json, then JsonRegen's repair round, no restatement); an
 answer that is still unusable is counted, and the part falls back to what the graph shows: the template
 report, a diagnosis from the evidence (a node with intrinsic evidence that its dependencies do not outweigh
-is a suspect, any other moved node, or one the fault visibly passes below, a propagator, the rest healthy),
+is a suspect; any other moved node, or one above a strongly moved one, a propagator; the rest healthy),
 the graph's checks alone, no arbitration.
 
 A diagnoser's verdict that contradicts the graph is challenged once, as the ReAct mode's handlers answer a
 bad action with an error and a hint: "healthy" for a node that moved at least half as much as the most
 anomalous entity, or that reaches (calls, directly or not, or runs) one that did (the fault may pass
-through it: calling it healthy would prune the way there), and "root_cause" for a node where nothing moved. The model answers again with the contradiction in
-front of it; a second contradicting answer is overruled by the evidence verdict. Both are counted, and a
-verdict the evidence wrote is never reported as the model's own pick.
+through it: calling it healthy would prune the way there), and "root_cause" for a node where nothing
+moved. The model answers again with the contradiction in front of it; a second contradicting answer is
+overruled by the evidence verdict. Both are counted, and a verdict the evidence wrote is never reported
+as the model's own pick.
 """
 from __future__ import annotations
 
