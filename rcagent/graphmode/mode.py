@@ -7,8 +7,8 @@ verifier that tries to refute each suspect.
 2. walk from the alert's entity (graphmode.walk) with the diagnoser, navigator and verifier
    (graphmode.agents, graphmode.verifier); every event is stored as it happens (`graph_walk`);
 3. the diagnosis ranks the verified root cause first, then the walk's other suspects (unrefuted first),
-   fused with the overview's ranking as every mode's. A walk that tried every viable candidate and verified
-   none (every viable candidate tried, or its budget of `graph_max_steps` visits spent, as GAMA's maximum
+   fused with the overview's ranking as every mode's. A walk whose search ends with no suspect verified
+   (every viable candidate tried, or its budget of `graph_max_steps` visits spent, as GAMA's maximum
    search depth) concludes with its best-supported suspect (highest Vscore): it enters the fusion as the
    first pick (not forced first) and the run counts as finalized; a walk with no suspect does not. The
    model's own picks are the suspects it named itself, not those an evidence verdict named when its answer
@@ -55,7 +55,7 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadli
                       agents.verify if settings.graph_verifier else None,
                       settings.graph_tau_conf, settings.graph_tau_verify, settings.graph_max_steps,
                       settings.graph_backtrack, settings.graph_navigator, settings.seed, on_event=stored)
-        d = _diagnosis(job, run.id, g, result, agents)
+        d, concluded = _diagnosis(job, run.id, g, result, agents)
         model.fill(d, time.perf_counter() - start)
         # a step is one agent's answer (summary, diagnosis, verification, arbitration); an invalid one did
         # not parse even after repair, and its part fell back to the graph's evidence
@@ -69,7 +69,7 @@ def analyze(job, backend, store, settings, graph_dir: Path | None = None, deadli
                    "call_edges": calls, "traced": g.graph["traced"], "logs_linked": linked,
                    "reports": {n: by for n, (_, by) in agents.reports.items()}, "unparsed": agents.unparsed,
                    "challenged": agents.challenged, "overruled": agents.overruled,
-                   "concluded": result.root or best_hypothesis(result, g)[0],
+                   "concluded": concluded,
                    "walk": result.to_dict()}
         if graph_dir is not None:
             graph_dir.mkdir(parents=True, exist_ok=True)
@@ -95,9 +95,9 @@ def best_hypothesis(result, g=None) -> tuple[str | None, float | None]:
     return node, vscores.get(node)
 
 
-def _diagnosis(job, run_id: str, g, result, agents: GraphAgents) -> Diagnosis:
+def _diagnosis(job, run_id: str, g, result, agents: GraphAgents) -> tuple[Diagnosis, str | None]:
     """The verified root cause first; else the walk's best-supported suspect as its first pick. Then the
-    walk's other suspects, all fused with the overview's ranking."""
+    walk's other suspects, all fused with the overview's ranking. Returns it with the node concluded on."""
     overview = ranking(job)
     reasons = {e: r for e, _, r in overview}
     concluded, vscore = (result.root, None) if result.root else best_hypothesis(result, g)
@@ -136,4 +136,4 @@ def _diagnosis(job, run_id: str, g, result, agents: GraphAgents) -> Diagnosis:
                      solution=explain.solution(top.entity, reasons.get(top.entity, [])) if top else
                      "Widen the window or add telemetry.",
                      evidence=evidence, responsibility=f"the team that owns {top.entity}" if top else "on-call SRE",
-                     finalized=finalized, mode="graph")
+                     finalized=finalized, mode="graph"), concluded
