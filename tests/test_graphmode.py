@@ -332,3 +332,13 @@ def test_a_walk_that_verifies_nothing_concludes_with_its_best_supported_suspect(
     # no suspect at all: nothing to conclude with
     result, _ = run_walk(g, {"a": PROPAGATOR, "b": PROPAGATOR, "c": PROPAGATOR}, tmp_path)
     assert best_hypothesis(result) == (None, None)
+
+
+def test_a_model_that_answers_garbage_falls_back_to_the_evidence_and_is_counted(tmp_path):
+    g = graph({"a": 0.5, "b": 1.0}, [("a", "b")], {"b"})
+    agents, _ = agents_for(g, lambda messages, schema: "I think it is b, probably", tmp_path)
+    result = walk(g, "a", agents.diagnose, agents.verify, 0.85, 0.9)
+    visits = [e for e in result.events if e.kind == "visit"]
+    assert visits and all(e.detail["source"] == "evidence" for e in visits)
+    assert agents.unparsed >= len(visits) and agents.challenged == 0
+    assert [n for n, _, _ in result.claims] == ["b"]       # the graph's own suspect: b's evidence is its own
