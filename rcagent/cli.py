@@ -155,6 +155,46 @@ def import_cmd(kind, src, dest, fmt):
         click.echo(f"  {n} jobs lack: {tables}")
 
 
+@cli.group("job")
+def job_group():
+    """Make a job (one incident folder) from your own telemetry exports."""
+
+
+@job_group.command("create")
+@click.argument("dest", type=click.Path(file_okay=False))
+@click.option("--from", "sources", required=True, multiple=True, type=click.Path(),
+              help="An export file or folder (OTLP JSON, Prometheus or Loki query_range JSON, logcli JSON lines, "
+                   "Jaeger JSON, kubectl JSON, a change log as CSV or YAML); repeat for more.")
+@click.option("--window", required=True, help="The flagged period, START..END (RFC 3339, UTC unless an offset is given).")
+@click.option("--baseline", multiple=True,
+              help="A fault-free period, START..END, optionally @table,table (default: every table); repeat for more.")
+@click.option("--alert", help="What monitoring showed (default: the window).")
+@click.option("--system", default="unknown", show_default=True, help="The system's name, for your own records.")
+@click.option("--id", "job_id", help="The job's id (default: DEST's folder name).")
+@click.option("--force", is_flag=True, help="Replace DEST if it exists and is not empty.")
+@output_format
+def job_create(dest, sources, window, baseline, alert, system, job_id, force, fmt):
+    """Assemble one job in DEST from export files, derive its entities and relations, validate it and
+    print what it holds."""
+    from rcagent.exports.assemble import create_job
+
+    made = create_job(Path(dest), [Path(s) for s in sources], window, list(baseline), alert, system, job_id, force)
+    skipped = [{"file": f, "reason": r, "records": n} for (f, r), n in sorted(made.skipped.items())]
+    if fmt == "json":
+        click.echo(json.dumps({"job": str(made.folder), "rows": made.rows, "entities": made.kinds,
+                               "files": dict(made.formats), "records": dict(made.records), "skipped": skipped,
+                               "renamed": made.renamed}, indent=2))
+        return
+    click.echo(f"Created the job {made.folder} from {sum(made.formats.values())} files ("
+               + ", ".join(f"{k} {n}" for k, n in sorted(made.formats.items())) + ")")
+    click.echo("  rows: " + ", ".join(f"{t} {n}" for t, n in made.rows.items()))
+    click.echo("  entities: " + (", ".join(f"{k} {n}" for k, n in sorted(made.kinds.items())) or "none"))
+    for name, new in sorted(made.renamed.items()):
+        click.echo(f"  named as one entity: {name} -> {new}")
+    for row in skipped:
+        click.echo(f"  skipped {row['records']} {row['reason']} in {row['file']}")
+
+
 @cli.command()
 @click.option("--job", "job_dir", required=True, type=click.Path(), help="The incident folder (job.yaml + tables).")
 @model_options

@@ -116,6 +116,11 @@ def write_job(con: duckdb.DuckDBPyConnection, dest: Path, job_id: str, meta: dic
     folder = dest / "jobs" / job_id
     if folder.exists():
         shutil.rmtree(folder)
+    return write_folder(con, folder, {"id": job_id, **meta}, tables)
+
+
+def write_folder(con: duckdb.DuckDBPyConnection, folder: Path, meta: dict, tables: dict[str, str]) -> dict[str, int]:
+    """Write FOLDER/job.yaml (`meta`, its id first) and one Parquet file per non-empty table (given as SQL)."""
     folder.mkdir(parents=True)
     rows: dict[str, int] = {}
     for table, sql in tables.items():
@@ -130,7 +135,7 @@ def write_job(con: duckdb.DuckDBPyConnection, dest: Path, job_id: str, meta: dic
             # the relational API takes the path as an argument: a DEST holding a quote is just a path
             con.sql(f"SELECT * FROM _out{order_sql}").write_parquet(str(folder / (table + ".parquet")),
                                                                     compression="zstd")
-    (folder / "job.yaml").write_text(yaml.safe_dump({"id": job_id, **meta}, sort_keys=False, width=110))
+    (folder / "job.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, width=110))
     return rows
 
 

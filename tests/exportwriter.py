@@ -1,0 +1,153 @@
+"""Write a job out as the exports an operations team has (for the round-trip tests of `rcagent job create`).
+
+- metrics: Prometheus `/api/v1/query_range` JSON, one file per metric (a pod's series labelled `pod` and
+  `namespace`, a node's `node` and `instance`, anything else `service`; a missing value as `"NaN"`), and
+  the call relations as Tempo's service-graph series (`traces_service_graph_request_total`);
+- spans: OTLP JSON lines as the collector's file exporter writes them (one resource per service and pod);
+- logs: Loki `/loki/api/v1/query_range` JSON (one stream per entity and level; the trace id as structured
+  metadata, as the categorize-labels encoding returns it);
+- events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
+  owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
+  `app.kubernetes.io/component` label; created a week before the window, so no change is invented).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from pathlib import Path
+
+import duckdb
+
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def nanos(ts: dt.datetime) -> int:
+    delta = ts - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def rfc(ts: dt.datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rows(con, job: Path, table: str) -> list[tuple]:
+    f = job / f"{table}.parquet"
+    return con.execute("SELECT * FROM read_parquet(?)", [str(f)]).fetchall() if f.exists() else []
+
+
+def write_exports(job: Path, out: Path) -> dict:
+    """Write `job`'s tables under `out` (prometheus/, otlp/, loki/, kubernetes/); returns job.yaml's window
+    and baseline as `--window`/`--baseline` texts."""
+    import yaml
+    meta = yaml.safe_load((job / "job.yaml").read_text())
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    entities = {e[0]: e for e in _rows(con, job, "entities")}
+    kind = {k: e[1] for k, e in entities.items()}
+    for d in ("prometheus", "otlp", "loki", "kubernetes"):
+        (out / d).mkdir(parents=True, exist_ok=True)
+
+    def labels(entity: str) -> dict:
+        if kind.get(entity) == "pod":
+            return {"pod": entity, "namespace": "default", "job": "kubernetes-pods"}
+        if kind.get(entity) == "node":
+            return {"node": entity, "instance": f"{entity}:9100", "job": "node-exporter"}
+        return {"service": entity, "namespace": "default", "job": "kubernetes-services"}
+
+    series: dict[str, dict[str, list]] = {}
+    for ts, entity, metric, value in _rows(con, job, "metrics"):
+        value = "NaN" if value is None or not math.isfinite(value) else repr(float(value))
+        series.setdefault(metric, {}).setdefault(entity, []).append([nanos(ts) / 1e9, value])
+    for n, (metric, by_entity) in enumerate(sorted(series.items())):
+        doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"__name__": metric, **labels(e)}, "values": v} for e, v in sorted(by_entity.items())]}}
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", metric).strip("_")
+        (out / "prometheus" / f"{n:02d}-{slug}.json").write_text(json.dumps(doc))
+    calls = [(a, b) for a, b, k in _rows(con, job, "relations") if k == "calls"]
+    if calls:
+        at = nanos(dt.datetime.fromisoformat(meta["window"]["start"].rstrip("Z"))) / 1e9
+        doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"__name__": "traces_service_graph_request_total", "client": a, "server": b},
+             "values": [[at, "1"]]} for a, b in calls]}}
+        (out / "prometheus" / "service_graph.json").write_text(json.dumps(doc))
+
+    spans: dict[tuple, list] = {}
+    for trace, span, parent, start, ms, service, entity, op, status in _rows(con, job, "traces"):
+        begin = nanos(start)
+        record = {"traceId": trace, "spanId": span, "parentSpanId": parent or "", "name": op, "kind": 2,
+                  "startTimeUnixNano": str(begin), "endTimeUnixNano": str(begin + round(ms * 1e6)),
+                  "attributes": [], "status": {}}
+        if status and status.isdigit():
+            record["attributes"].append({"key": "http.response.status_code", "value": {"intValue": status}})
+            if int(status) >= 500:
+                record["status"] = {"code": 2}
+        elif status == "ERROR":
+            record["status"] = {"code": 2, "message": "error"}
+        spans.setdefault((service, entity), []).append(record)
+    with (out / "otlp" / "traces.jsonl").open("w") as fh:
+        for (service, entity), records in sorted(spans.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+            attrs = [{"key": "service.name", "value": {"stringValue": service or entity}}]
+            if kind.get(entity) == "pod":
+                attrs.append({"key": "k8s.pod.name", "value": {"stringValue": entity}})
+                if entities[entity][3]:
+                    attrs.append({"key": "k8s.node.name", "value": {"stringValue": entities[entity][3]}})
+            for i in range(0, len(records), 1000):   # the exporter writes a request per batch
+                fh.write(json.dumps({"resourceSpans": [{"resource": {"attributes": attrs}, "scopeSpans": [
+                    {"scope": {"name": "rcagent-test"}, "spans": records[i:i + 1000]}]}]}) + "\n")
+
+    streams: dict[tuple, list] = {}
+    for ts, entity, level, message, trace in _rows(con, job, "logs"):
+        entry = [str(nanos(ts)), message]
+        if trace:
+            entry.append({"structuredMetadata": {"trace_id": trace}})
+        streams.setdefault((entity, level), []).append(entry)
+    result = []
+    for (entity, level), values in sorted(streams.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        stream = dict(labels(entity))
+        stream.pop("job")
+        if level:
+            stream["level"] = level
+        result.append({"stream": stream, "values": values})
+    if result:
+        (out / "loki" / "query_range.json").write_text(json.dumps(
+            {"status": "success", "data": {"resultType": "streams", "result": result, "stats": {}}}))
+
+    events = [{"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"e{n}", "namespace": "default"},
+               "involvedObject": {"kind": {"pod": "Pod", "node": "Node"}.get(kind.get(entity), "Deployment"),
+                                  "name": entity, "namespace": "default"},
+               "reason": reason, "message": message, "lastTimestamp": rfc(ts), "type": "Normal"}
+              for n, (ts, entity, reason, message) in enumerate(_rows(con, job, "events"))]
+    (out / "kubernetes" / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+
+    created = rfc(dt.datetime.fromisoformat(meta["window"]["start"].rstrip("Z")) - dt.timedelta(days=7))
+    items = []
+    services = sorted({e[0] for e in entities.values() if e[1] not in ("pod", "node")}
+                      | {e[2] for e in entities.values() if e[1] == "pod" and e[2]})
+    for svc in services:
+        labels_ = {"app.kubernetes.io/name": svc}
+        if kind.get(svc) not in (None, "service"):
+            labels_["app.kubernetes.io/component"] = kind[svc]
+        items.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                      "metadata": {"name": svc, "namespace": "default", "labels": labels_,
+                                   "creationTimestamp": created}})
+    for name, (_, k, svc, node) in sorted(entities.items()):
+        if k != "pod" or not svc:
+            continue
+        rs = name.rsplit("-", 1)[0]
+        items.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                      "metadata": {"name": rs, "namespace": "default", "creationTimestamp": created,
+                                   "annotations": {"deployment.kubernetes.io/revision": "1"},
+                                   "ownerReferences": [{"kind": "Deployment", "name": svc}]}})
+        items.append({"apiVersion": "v1", "kind": "Pod",
+                      "metadata": {"name": name, "namespace": "default", "creationTimestamp": created,
+                                   "ownerReferences": [{"kind": "ReplicaSet", "name": rs}]},
+                      "spec": {"nodeName": node} if node else {},
+                      "status": {"phase": "Running", "containerStatuses": [{"name": svc, "restartCount": 0}]}})
+    (out / "kubernetes" / "workloads.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+    def span_text(p: dict) -> str:
+        return f"{p['start']}..{p['end']}" + (f"@{','.join(p['tables'])}" if p.get("tables") else "")
+    return {"window": span_text(meta["window"]),
+            "baseline": [span_text(p) for p in meta.get("baseline") or []]}
