@@ -182,7 +182,7 @@ class Batch:
         extra = {"method": self.method, "job_path": str(job_dir), "system": None, "source": None}
         job = None
         try:
-            job = Job.load(job_dir)
+            job = Job.load(job_dir, redact=self.settings.redact)
             extra.update(system=job.system, source=job.source)
             diagnosis = self.diagnose(job)
             status = "answered" if diagnosis.root_causes else "unanswered"

@@ -62,6 +62,9 @@ def run_options(fn):
         click.option("--aggregate", type=click.Choice(["embed", "llm"]),
                      help="How the sampled texts are merged: embed (nearest the MiniLM centroid; needs the eval "
                           "extra) or llm (the model merges them)."),
+        click.option("--no-redact", "no_redact", is_flag=True, default=None,
+                     help="Show the job's text as it is: no placeholders for secrets, e-mail and IP addresses "
+                          "(redaction is on by default; the config's `redact`)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -203,7 +206,7 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @output_format
 def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, mode,
-            samples, aggregate, out, quiet, fmt):
+            samples, aggregate, no_redact, out, quiet, fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
     from rcagent import modes
     from rcagent.job import Job
@@ -212,9 +215,10 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     from rcagent.store import Store
 
     settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
-                              mode=mode, samples=samples, aggregate=aggregate)
+                              mode=mode, samples=samples, aggregate=aggregate,
+                              redact=False if no_redact else None)
     out_file = writable_file(out, "--out") if out else None
-    job = Job.load(job_dir)
+    job = Job.load(job_dir, redact=settings.redact)
     db = Store(settings.store_path())
     llm = make_backend(settings)       # before any output: a bad script or server URL is one line
     stop_on_sigterm()
@@ -244,8 +248,11 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
 @click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
 @click.option("--snapshots", is_flag=True, help="List the run's snapshot keys instead of its steps.")
 @click.option("--snapshot", "key", help="Print one stored observation of the run in full (e.g. S2).")
+@click.option("--redactions", is_flag=True,
+              help="List what redaction replaced in the run's job: each placeholder and its original value "
+                   "(for you at this machine; never shown to the model).")
 @output_format
-def show(run_id, store, snapshots, key, fmt):
+def show(run_id, store, snapshots, key, redactions, fmt):
     """Replay a stored run step by step (RUN_ID may be a unique prefix)."""
     from rcagent.report import render_steps
     from rcagent.store import Store
@@ -259,6 +266,13 @@ def show(run_id, store, snapshots, key, fmt):
         if text is None:
             raise BadInput(f"run {run['id']} has no snapshot '{key}' (see --snapshots)")
         click.echo(text)
+        return
+    if redactions:
+        rows = db.redactions(run["id"])
+        if fmt == "json":
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            click.echo("\n".join(f"{r['placeholder']}  {r['kind']}  {r['value']!r}" for r in rows) or "nothing redacted")
         return
     if snapshots:
         keys = db.snapshot_keys(run["id"])
@@ -433,7 +447,7 @@ def bench_ranking(jobs_dir, labels_dir, out, quiet, fmt):
 @run_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
-          base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, quiet):
+          base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, no_redact, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
     from rcagent.batch import OutputLock, job_ids
     from rcagent.discovery import find_jobs, job_system, sample
@@ -443,7 +457,8 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         raise BadInput(f"--jobs {jobs_dir}: not a folder")
     # everything is checked before the first job runs: the settings, every job.yaml, the output file
     settings = model_settings(config, backend, model, base_url, allow_remote, max_steps, script, experts, store=store,
-                              mode=mode, samples=samples, aggregate=aggregate)
+                              mode=mode, samples=samples, aggregate=aggregate,
+                              redact=False if no_redact else None)
     jobs = find_jobs(folder)
     ids = job_ids(jobs)
     if sample_n:

@@ -93,6 +93,7 @@ class Settings:
     graph_challenge: bool = True       # graph mode: a verdict contradicting the graph is asked again, then overruled
     graph_arbitrations: Annotated[int, Field(ge=0, le=50)] = 3    # graph mode: model calls linking ambiguous logs
     cache: bool = True                                     # replay identical greedy model calls from the store
+    redact: bool = True    # secrets and personal data in the job's text become placeholders before anything reads it
     store: str = "~/.local/share/rcagent/rcagent.db"
     script: str = ""  # scripted backend: a JSON file holding the list of responses
 

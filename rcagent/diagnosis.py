@@ -36,6 +36,7 @@ class Diagnosis:
     consistency: dict = field(default_factory=dict)   # self-consistency: candidates, agreement (empty if off)
     span: dict = field(default_factory=dict)          # span mode: request, path, pool, evidence graph
     graph: dict = field(default_factory=dict)         # graph mode: the walk, its start, linked logs, picture
+    redacted: dict = field(default_factory=dict)      # kind -> distinct values replaced by placeholders in the job
 
     def to_dict(self) -> dict:
         return asdict(self)

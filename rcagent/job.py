@@ -73,11 +73,13 @@ class Job:
     cache: dict = field(default_factory=dict)  # derived tables and results tools may reuse
     source: str = ""                           # the public dataset the job was imported from, if known
     onset: Period | None = None  # the window before the onset found in it: the baseline of tables given none
+    redactor: object | None = None   # rcagent.redact.Redactor when the text was redacted on load
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "Job":
+    def load(cls, path: str | Path, redact: bool = True) -> "Job":
+        """The job in `path`; with `redact`, its text columns read with secrets replaced (rcagent.redact)."""
         path = Path(path)
         if not path.is_dir():
             raise BadInput(f"job folder not found: {path}")
@@ -103,6 +105,9 @@ class Job:
                     "UNION SELECT DISTINCT entity FROM traces").fetchall():
                 if name:
                     job.entities[name] = Entity(name, "unknown")
+        if redact:
+            from rcagent.redact import redact_job
+            job.redactor = redact_job(job)
         from rcagent.onset import split_at_onset
         split_at_onset(job)
         return job

@@ -20,7 +20,15 @@ def run(job, backend, store, settings, mode: str | None = None, progress: Callab
         deadline: float | None = None, cancel: threading.Event | None = None,
         graph_dir: Path | None = None) -> Diagnosis:
     """One analysis in `mode` (default: the settings' mode). `deadline` (time.monotonic()) and `cancel` end
-    a run early (stored as timeout or interrupted); `progress` gets one event per step (react and sql)."""
+    a run early (stored as timeout or interrupted); `progress` gets one event per step (react and sql).
+    The diagnosis reports how many distinct values redaction replaced in the job, by kind."""
+    d = _dispatch(job, backend, store, settings, mode, progress, deadline, cancel, graph_dir)
+    if getattr(job, "redactor", None) is not None:
+        d.redacted = job.redactor.counts()
+    return d
+
+
+def _dispatch(job, backend, store, settings, mode, progress, deadline, cancel, graph_dir) -> Diagnosis:
     mode = mode or settings.mode
     if mode != settings.mode:
         settings = dataclasses.replace(settings, mode=mode)

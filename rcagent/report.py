@@ -80,6 +80,8 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     repaired = f", {data['repaired_steps']} repaired" if data.get("repaired_steps") else ""
     figures = (f"{data['steps']} steps ({data['invalid_steps']} invalid{repaired}), {data['llm_calls']} model calls, "
                f"{data['prompt_tokens']}+{data['completion_tokens']} tokens, {data['wall_s']:.1f} s")
+    if data.get("redacted"):
+        figures += "; redacted before the model: " + ", ".join(f"{n} {k}" for k, n in data["redacted"].items())
     picks = data.get("model_root_causes") or []
     named = (f"The model named {', '.join(picks)}; the ranking adds the overview's evidence."
              if picks and picks != [c["entity"] for c in causes] else "")

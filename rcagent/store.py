@@ -86,9 +86,15 @@ def _m007_graph_walk(db: sqlite_utils.Database) -> None:
     }, pk=("run_id", "seq"), foreign_keys=[("run_id", "runs", "id")])
 
 
+def _m008_redactions(db: sqlite_utils.Database) -> None:
+    # what redaction replaced in a run's job: placeholder -> the original value, for the operator only
+    db["redactions"].create({"run_id": str, "placeholder": str, "kind": str, "value": str},
+                            pk=("run_id", "placeholder"), foreign_keys=[("run_id", "runs", "id")])
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_stabilizers", _m002_stabilizers), ("003_experts", _m003_experts),
               ("004_samples", _m004_samples), ("005_span_agents", _m005_span_agents), ("006_owner", _m006_owner),
-              ("007_graph_walk", _m007_graph_walk)]
+              ("007_graph_walk", _m007_graph_walk), ("008_redactions", _m008_redactions)]
 
 
 def migrate(db: sqlite_utils.Database) -> None:
@@ -194,6 +200,7 @@ class Store:
         diagnosis set on the record, or as interrupted (Ctrl-C, a cancelled batch), timeout (TimeLimit) or
         failed (any other exception), which is re-raised."""
         record = RunRecord(self.start_run(job.id, str(job.path), backend.name, backend.model, settings, mode))
+        self.add_redactions(record.id, getattr(job, "redactor", None))
         try:
             yield record
         except KeyboardInterrupt:
@@ -205,7 +212,24 @@ class Store:
         except BaseException:
             self.end_run(record.id, "failed")
             raise
+        redactor = getattr(job, "redactor", None)
+        if record.diagnosis is not None and redactor is not None:
+            record.diagnosis["redacted"] = redactor.counts()
         self.end_run(record.id, record.status, record.diagnosis)
+
+    def add_redactions(self, run_id: str, redactor) -> None:
+        if redactor is None or not redactor.mapping:
+            return
+        with self.write_lock:
+            self.db["redactions"].insert_all(
+                ({"run_id": run_id, "placeholder": p, "kind": kind, "value": value}
+                 for value, (p, kind) in redactor.mapping.items()), replace=True)
+
+    def redactions(self, run_id: str) -> list[dict]:
+        if "redactions" not in self.db.table_names():    # a store from before redaction, opened read-only
+            return []
+        return list(self.db["redactions"].rows_where("run_id = ?", [run_id], order_by="rowid",
+                                                     select="placeholder, kind, value"))
 
     def get_run(self, run_id: str) -> dict | None:
         # a prefix is compared as text, not as a LIKE pattern (`%` is no wildcard here)
