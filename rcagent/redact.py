@@ -46,10 +46,10 @@ OWN_RULES: list[tuple[str, str]] = [
     ("secret", r"\bgithub_pat_[0-9A-Za-z_]{60,}"),                                                # GitHub fine-grained
     ("secret", r"(?i)\bAccountKey=([A-Za-z0-9+/=]{20,})"),
     ("email", r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}\b"),
-    ("ip", r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.])"),
+    ("ip", r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"),
     ("ip", r"(?i)(?<![0-9a-f:])(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}(?![0-9a-f:])"),
     ("ip", r"(?i)(?<![0-9a-f:])(?:[0-9a-f]{1,4}:){1,6}:(?:[0-9a-f]{1,4}:){0,5}[0-9a-f]{1,4}(?![0-9a-f:])"),
-    ("card", r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"),     # then Luhn and a card network's prefix
+    ("card", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"),     # then Luhn and a card network's prefix
 ]
 PLACEHOLDER = re.compile(r"<(?:secret|email|ip|card):\d+>")
 
