@@ -31,6 +31,9 @@ $(VENV)/.installed: pyproject.toml
 	test -f /usr/share/wordnet/data.noun || $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS) \
 		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS))
 	$(BIN)/python -m rcagent.eval.wordnet
+	# the HTML report's tests open it in Debian's Chromium (Playwright drives it; no browser download)
+	test -x /usr/bin/chromium || $(APT) install -y -q --no-install-recommends chromium \
+		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends chromium)
 	touch $@
 
 llama-build:

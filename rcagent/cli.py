@@ -203,10 +203,12 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
 @model_options
 @run_options
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the diagnosis as JSON to this file.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write the run's report as one self-contained HTML page (as `rcagent report` does).")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @output_format
 def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, experts, store, script, mode,
-            samples, aggregate, no_redact, out, quiet, fmt):
+            samples, aggregate, no_redact, out, html_file, quiet, fmt):
     """Diagnose one incident and print the root causes, explanation, solution and evidence."""
     from rcagent import modes
     from rcagent.job import Job
@@ -218,6 +220,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
                               mode=mode, samples=samples, aggregate=aggregate,
                               redact=False if no_redact else None)
     out_file = writable_file(out, "--out") if out else None
+    html_path = writable_file(html_file, "--html") if html_file else None
     job = Job.load(job_dir, redact=settings.redact)
     db = Store(settings.store_path())
     llm = make_backend(settings)       # before any output: a bad script or server URL is one line
@@ -240,6 +243,10 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
         sys.exit(130)
     if out_file:   # the diagnosis is saved before anything else can fail
         out_file.write_text(json.dumps(diagnosis.to_dict(), indent=2))
+    if html_path:
+        from rcagent.htmlreport import run_page
+
+        html_path.write_text(run_page(db, diagnosis.run_id), encoding="utf-8")
     click.echo(render(diagnosis, fmt))
 
 
@@ -284,6 +291,38 @@ def show(run_id, store, snapshots, key, redactions, fmt):
         return
     click.echo(render_steps(run, db.steps(run["id"]), fmt, samples=db.samples(run["id"]),
                             agents=db.span_agents(run["id"]), walk=db.walk_events(run["id"])))
+
+
+@cli.command("report")
+@click.argument("run_id", required=False)
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="The HTML file to write (default: report-RUN_ID.html, or evaluation.html with --batch).")
+@click.option("--store", type=click.Path(dir_okay=False), help="SQLite store of runs and snapshots.")
+@click.option("--batch", "batch_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Render the evaluation of these batch results (JSONL) instead of one run; repeat for more.")
+@click.option("--labels", "labels_dir", type=click.Path(file_okay=False), help="With --batch: the labels folder.")
+def report_cmd(run_id, out, store, batch_files, labels_dir):
+    """Write a run's diagnosis, evidence and investigation as one self-contained HTML page (no network
+    needed to open it); with --batch, the evaluation with a page per run linked from each case."""
+    from rcagent.store import Store
+
+    if bool(run_id) == bool(batch_files):
+        raise BadInput("give a RUN_ID, or --batch results with --labels")
+    path = writable_file(out or (f"report-{run_id}.html" if run_id else "evaluation.html"), "--out")
+    store_path = load_settings(None, store=store).store_path()
+    if run_id:
+        from rcagent.htmlreport import run_page
+
+        path.write_text(run_page(Store(store_path, create=False), run_id), encoding="utf-8")
+        click.echo(f"wrote {path}")
+        return
+    if not labels_dir:
+        raise BadInput("--batch needs --labels (the folder of label files)")
+    from rcagent.htmlreport import write_batch
+
+    pages = write_batch([Path(b).expanduser() for b in batch_files], Path(labels_dir).expanduser(), path,
+                        Store(store_path, create=False) if store_path.is_file() else None)
+    click.echo(f"wrote {path} and {pages} run pages")
 
 
 @cli.command()

@@ -79,7 +79,8 @@ def score_rows(rows: list[dict], labels: Path, jobs_dir: Path | None) -> tuple[l
         s = score_case(answers, truth, inventory, lv)
         rc_level = label["root_causes"][0].get("level") or level(inventory.kinds.get(truth[0]))
         cases.append({
-            "method": method, "job": job, "source": label.get("source", ""), "system": label.get("system", ""),
+            "method": method, "job": job, "run_id": row.get("run_id") or "", "source": label.get("source", ""),
+            "system": label.get("system", ""),
             "fault": label.get("fault_type", ""), "level": rc_level, "status": row.get("status", "answered"),
             "answer": answers[:5], "truth": truth, "pr1": s.pr1, "rr": s.rr, "mrr": s.mrr,
             **{f"recall@{k}": s.recall[k] for k in RECALL_KS}, "random_pr1": s.random_pr1,
