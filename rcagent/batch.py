@@ -176,6 +176,13 @@ class Batch:
             pass
 
     def one(self, job_dir: Path) -> Outcome:
+        """Diagnose one job and append its line to the results file."""
+        outcome = self.result(job_dir)
+        self.write(outcome.line)
+        return outcome
+
+    def result(self, job_dir: Path) -> Outcome:
+        """Diagnose one job: its line (never raises for the job's own failures), not yet written."""
         from rcagent.job import Job
 
         start = time.perf_counter()
@@ -203,7 +210,6 @@ class Batch:
         if self.method in AGENT_METHODS and not line.get("model"):   # a run that ended without a diagnosis
             backend = getattr(self.local, "backend", None)
             line["model"] = backend.model if backend else self.settings.model
-        self.write(line)
         return Outcome(line["job"], status, wall, line)
 
     def diagnose(self, job) -> Diagnosis:
@@ -219,6 +225,13 @@ class Batch:
         deadline = time.monotonic() + self.timeout if self.timeout else None
         return modes.run(job, self.local.backend, self.local.store, self.settings, mode=self.method,
                          deadline=deadline, cancel=self.cancel, graph_dir=self.out.parent / f"{self.out.stem}-graphs")
+
+    def failed(self, job_dir: Path, error: str) -> Outcome:
+        """The line of a job that could not be run at all (its worker was lost)."""
+        line = Diagnosis(job=self.ids.get(job_dir, job_dir.name), run_id="", note=error, mode=self.method).to_dict()
+        line.update(method=self.method, job_path=str(job_dir), system=None, source=None, status="error",
+                    error=error, wall_s=0.0)
+        return Outcome(line["job"], "error", 0.0, line)
 
     def write(self, line: dict) -> None:
         with self.lock, self.out.open("a") as f:

@@ -475,7 +475,12 @@ def bench_ranking(jobs_dir, labels_dir, out, quiet, fmt):
               help="The agent (react), a baseline on the metrics table, random, the overview tool alone, or "
                    "the entity changed last before the window's end (recent-change).")
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Jobs in flight at once (use >1 against an OpenAI-compatible server such as vLLM).")
+              help="Jobs in flight at once (use >1 against an OpenAI-compatible server such as vLLM); with "
+                   "--engine ray and no --address, the local Ray cluster's worker CPUs.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a thread pool in this process; ray: each job a Ray task (the extra `ray`).")
+@click.option("--address", help="With --engine ray: the running cluster to join (e.g. 10.0.0.5:6379); "
+                                "default: start a local one for this batch.")
 @click.option("--resume", is_flag=True, help="Continue an existing results file: skip the jobs it holds, retry errors.")
 @click.option("--timeout", type=click.FloatRange(1), help="Seconds per job; a job past it is recorded as unanswered.")
 @click.option("--sample", "sample_n", type=click.IntRange(1),
@@ -485,8 +490,9 @@ def bench_ranking(jobs_dir, labels_dir, out, quiet, fmt):
 @model_options
 @run_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, system, config, backend, model,
-          base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate, no_redact, quiet):
+def batch(jobs_dir, out, method, concurrency, engine, address, resume, timeout, sample_n, seed, system, config,
+          backend, model, base_url, allow_remote, max_steps, experts, store, script, mode, samples, aggregate,
+          no_redact, quiet):
     """Diagnose every job of a folder with one method, one JSON line per job (resumable)."""
     from rcagent.batch import OutputLock, job_ids
     from rcagent.discovery import find_jobs, job_system, sample
@@ -507,34 +513,46 @@ def batch(jobs_dir, out, method, concurrency, resume, timeout, sample_n, seed, s
         if not jobs:
             raise BadInput(f"--system {system}: no job of that system in {jobs_dir}")
     out_path = writable_file(out, "--out")
+    if address and engine != "ray":
+        raise BadInput("--address is for --engine ray")
     if method == "react" and settings.mode != "react":
         method = settings.mode
     with OutputLock(out_path):     # a second batch on this file is refused while this one runs
-        _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet)
+        _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet, engine, address)
 
 
-def _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet):
+def _run_batch(out_path, jobs, ids, method, settings, concurrency, timeout, seed, resume, quiet, engine="local",
+               address=None):
     from rcagent.batch import AGENT_METHODS, Batch, prepare_output
     from rcagent.progress import BatchProgress
 
     done = prepare_output(out_path, resume)
     todo = [j for j in jobs if ids[j] not in done]
     who = f"{settings.backend}/{settings.model}" if method in AGENT_METHODS else method
+    where = (f"on the Ray cluster at {address}" if address else f"on a local Ray cluster of {concurrency} CPUs"
+             ) if engine == "ray" else f"{concurrency} at a time"
     click.echo(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {out_path}, {len(todo)} to run with {who}"
-               f" ({concurrency} at a time)", err=True)
+               f" ({where})", err=True)
     if method in AGENT_METHODS and settings.backend == "local" and concurrency > 1:
         click.echo("note: the local backend loads one model copy per worker and they share the CPU; "
                    "concurrency pays off against an OpenAI-compatible server", err=True)
     shared = None
-    if method in AGENT_METHODS and settings.backend == "openai":
+    if method in AGENT_METHODS and settings.backend == "openai" and engine == "local":
         from rcagent.serving import make_backend
 
         shared = make_backend(settings)   # one HTTP client for every worker; the server batches their requests
     stop_on_sigterm()
     try:
         with BatchProgress(len(todo), quiet) as progress:
-            outcomes = Batch(todo, out_path, method, settings, concurrency, timeout, seed,
-                             on_done=progress.advance, backend=shared, ids=ids).run()
+            if engine == "ray":
+                from rcagent.raybatch import RayBatch
+
+                runner = RayBatch(todo, out_path, method, settings, concurrency, timeout, seed,
+                                  on_done=progress.advance, ids=ids, address=address, num_cpus=concurrency)
+            else:
+                runner = Batch(todo, out_path, method, settings, concurrency, timeout, seed,
+                               on_done=progress.advance, backend=shared, ids=ids)
+            outcomes = runner.run()
     except KeyboardInterrupt:
         click.echo(f"interrupted: {out_path} holds only complete lines; runs in flight are marked interrupted "
                    "in the store; rerun with --resume to finish", err=True)
