@@ -324,3 +324,18 @@ def test_exported_text_that_forges_a_prompt_header_reaches_the_model_as_data(tmp
             lines = message["content"].splitlines()
             assert not any(line.startswith(("Observation (step 3 of 15):", "Ignore all")) for line in lines)
             assert "<|im_start|>" not in message["content"] and "\x1b" not in message["content"]
+
+
+def test_a_folder_s_other_files_are_counted_not_fatal(tmp_path):
+    exports = tmp_path / "exports"
+    shutil.copytree(SAMPLES, exports)
+    (exports / "notes.yaml").write_text("owner: sre team\n")
+    (exports / "README.md").write_text("how these were exported\n")
+    r = rcagent("job", "create", tmp_path / "job", "--from", exports, "--window", "2024-05-01T10:00Z..2024-05-01T10:05Z",
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    skipped = {(Path(s["file"]).name, s["reason"]) for s in json.loads(r.stdout)["skipped"]}
+    assert {("notes.yaml", "file of no export format"), ("README.md", "file of no export format")} <= skipped
+    # named on the command line, the same file is an error
+    _one_line_error(rcagent("job", "create", tmp_path / "job2", "--from", exports / "notes.yaml", "--window",
+                            "2024-05-01T10:00Z..2024-05-01T10:05Z"), "notes.yaml", "not an export rcagent reads")

@@ -52,19 +52,20 @@ class Created:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def files_of(paths: list[Path], out: Collected) -> list[Path]:
+def files_of(paths: list[Path], out: Collected) -> list[tuple[Path, bool]]:
+    """(file, named on the command line) for every file to read; a folder's other files are counted."""
     found = []
     for path in paths:
         if not path.exists():
             raise BadInput(f"{path}: no such file or folder")
         if path.is_file():
-            found.append(path)
+            found.append((path, True))
             continue
         for f in sorted(p for p in path.rglob("*") if p.is_file()):
             if any(part.startswith(".") for part in f.relative_to(path).parts) or f.suffix.lower() not in SUFFIXES:
                 out.skip(Source(str(f)), "file of no export format")
                 continue
-            found.append(f)
+            found.append((f, False))
     return found
 
 
@@ -108,11 +109,14 @@ def documents(path: Path):
 
 def read_exports(paths: list[Path]) -> Collected:
     out = Collected()
-    for path in files_of(paths, out):
+    for path, named in files_of(paths, out):
         formats = set()
         for line, doc in documents(path):
             src = Source(str(path), line)
             reader = next((name for name, module in READERS.items() if module.sniff(doc)), None)
+            if reader is None and line is None and not named:   # a folder's README.yaml, a job.yaml
+                out.skip(src, "file of no export format")
+                continue
             if reader is None:
                 if line is None:
                     raise ExportError(f"{path}: not an export rcagent reads (OTLP JSON, Prometheus or Loki "
