@@ -1,6 +1,7 @@
 """Throughput of `rcagent batch --engine ray` against the local engine, side by side in one run: the same
-baseline over the same jobs, alternating local and Ray `ROUNDS` times, each with the same concurrency;
-prints each run's jobs per second, the medians and their ratio, and whether the answers are identical.
+baseline over the same jobs, in turn the local engine with one thread, the local engine and Ray with the
+same concurrency, `--rounds` times; prints each run's jobs per second, the medians, the ratios of Ray to
+each local run, and whether the answers are identical.
 
     python benchmarks/ray_throughput.py [--jobs DIR] [--method nsigma] [--concurrency 2] [--rounds 3]
 """
@@ -39,20 +40,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     n = sum(1 for p in a.jobs.iterdir() if (p / "job.yaml").is_file())
-    rates: dict[str, list[float]] = {"local": [], "ray": []}
+    runs = [("local, 1 thread", "local", 1), (f"local, {a.concurrency} threads", "local", a.concurrency),
+            (f"ray, {a.concurrency} CPUs", "ray", a.concurrency)]
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     with tempfile.TemporaryDirectory() as tmp:
         outs = {}
         for i in range(a.rounds):
-            for engine in ("local", "ray"):
-                out = Path(tmp) / f"{engine}-{i}.jsonl"
-                seconds = run(engine, a.jobs, a.method, a.concurrency, out)
-                rates[engine].append(n / seconds)
-                outs[engine] = out
-                print(f"round {i + 1} {engine}: {n} jobs in {seconds:.1f} s ({n / seconds:.2f} jobs/s)", flush=True)
-        same = answers(outs["local"]) == answers(outs["ray"])
-    local, on_ray = statistics.median(rates["local"]), statistics.median(rates["ray"])
-    print(f"median jobs/s: local {local:.2f}, ray {on_ray:.2f}; ray/local {on_ray / local:.2f}; "
-          f"answers identical: {same}")
+            for name, engine, concurrency in runs:
+                out = Path(tmp) / f"{engine}-{concurrency}-{i}.jsonl"
+                seconds = run(engine, a.jobs, a.method, concurrency, out)
+                rates[name].append(n / seconds)
+                outs[name] = answers(out)
+                print(f"round {i + 1} {name}: {n} jobs in {seconds:.1f} s ({n / seconds:.2f} jobs/s)", flush=True)
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    on_ray = medians[runs[2][0]]
+    print("median jobs/s: " + ", ".join(f"{name} {m:.2f}" for name, m in medians.items()))
+    print(f"ray/local: {on_ray / medians[runs[0][0]]:.2f} against one thread, {on_ray / medians[runs[1][0]]:.2f} "
+          f"against {a.concurrency} threads; answers identical: {len({json.dumps(o, sort_keys=True) for o in outs.values()}) == 1}")
 
 
 if __name__ == "__main__":
