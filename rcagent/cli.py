@@ -174,7 +174,7 @@ def job_group():
 @click.option("--alert", help="What monitoring showed (default: the window).")
 @click.option("--system", default="unknown", show_default=True, help="The system's name, for your own records.")
 @click.option("--id", "job_id", help="The job's id (default: DEST's folder name).")
-@click.option("--force", is_flag=True, help="Replace DEST if it exists and is not empty.")
+@click.option("--force", is_flag=True, help="Replace DEST if it is a job folder already (never another folder).")
 @output_format
 def job_create(dest, sources, window, baseline, alert, system, job_id, force, fmt):
     """Assemble one job in DEST from export files, derive its entities and relations, validate it and

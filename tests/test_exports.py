@@ -200,7 +200,11 @@ def test_bad_periods_and_a_full_destination_are_one_line_errors(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     _one_line_error(rcagent("job", "create", tmp_path / "full", "--from", SAMPLES, "--window", window), "--force")
+    _one_line_error(rcagent("job", "create", tmp_path / "full", "--from", SAMPLES, "--window", window, "--force"),
+                    "not a job folder")
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    assert rcagent("job", "create", tmp_path / "j", "--from", SAMPLES, "--window", window).returncode == 0
+    assert rcagent("job", "create", tmp_path / "j", "--from", SAMPLES, "--window", window, "--force").returncode == 0
 
 
 def test_time_helpers_cut_nanoseconds_and_convert_offsets():

@@ -246,8 +246,11 @@ def create_job(dest: Path, sources: list[Path], window: str, baseline: list[str]
         raise BadInput("--window applies to every table: no '@' after it")
     periods = [period(b, "--baseline") for b in baseline]
     dest = Path(dest).expanduser()
-    if dest.exists() and any(dest.iterdir()) and not force:
-        raise BadInput(f"{dest}: exists and is not empty (choose a new folder, or --force to replace it)")
+    if dest.exists() and any(dest.iterdir()):
+        if not force:
+            raise BadInput(f"{dest}: exists and is not empty (choose a new folder, or --force to replace it)")
+        if not (dest / "job.yaml").is_file():   # --force replaces a job, never a folder of other things
+            raise BadInput(f"{dest}: is not a job folder (no job.yaml): --force replaces only a job")
     out = read_exports([Path(s).expanduser() for s in sources])
     renamed = reconcile(out)
     entities, relations = entity_rows(out)
