@@ -318,7 +318,7 @@ def report_cmd(run_id, out, store, batch_files, labels_dir):
         return
     if not labels_dir:
         raise BadInput("--batch needs --labels (the folder of label files)")
-    from rcagent.htmlreport import write_batch
+    from rcagent.eval.evalpage import write_batch
 
     pages = write_batch([Path(b).expanduser() for b in batch_files], Path(labels_dir).expanduser(), path,
                         Store(store_path, create=False) if store_path.is_file() else None)
