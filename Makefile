@@ -50,9 +50,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
-# The edit loop: no model, no server, no test that needs every archive imported (see tests/conftest.py).
+# The edit loop: no model, no server, browser or Ray cluster, no test that needs every archive imported.
 check: install
-	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives"
+	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives and not browser and not cluster"
 
 bench: install
 	$(BIN)/python benchmarks/bench_foundation.py --data $(DATA)

@@ -13,6 +13,7 @@ import pytest
 from rcagent.store import Store
 from tests.test_cli import rcagent
 
+pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("RCAGENT_ARTIFACTS", ROOT / "test-artifacts"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

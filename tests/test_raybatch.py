@@ -17,6 +17,7 @@ import pytest
 from tests.test_cli import rcagent
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the extra `ray`)")
+pytestmark = pytest.mark.cluster
 RAY = Path(sys.executable).with_name("ray")
 RCAGENT = [sys.executable, "-c", "from rcagent.cli import main; main()"]
 # a test cluster on one machine: Ray's token authentication off, for the head and for the batch joining it
