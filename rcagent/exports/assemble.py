@@ -28,7 +28,7 @@ import yaml
 from rcagent.errors import BadInput
 from rcagent.exports import (Collected, ExportError, Source, changelog, jaeger, kubernetes, loki, otlp, prometheus,
                              rfc3339)
-from rcagent.importers import write_folder
+from rcagent.importers import iso, write_folder
 from rcagent.job import SCHEMAS, Job
 from rcagent.validate import NoAliasLoader
 
@@ -233,10 +233,6 @@ def _time(text: str, src: Source) -> dt.datetime:
     if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d(Z|[+-]\d\d:\d\d)?", text):   # minutes only
         text = text[:16] + ":00" + text[16:]
     return rfc3339(text, src, "time")
-
-
-def iso(ts: dt.datetime) -> str:
-    return ts.isoformat() + "Z"
 
 
 def create_job(dest: Path, sources: list[Path], window: str, baseline: list[str] = (), alert: str | None = None,
