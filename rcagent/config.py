@@ -73,6 +73,9 @@ class Settings:
     sql_max_steps: Annotated[int, Field(ge=1, le=100)] = 100  # sql: at most this many calls (as RCAtlas' agent)
     sql_rows: Annotated[int, Field(ge=1, le=1000)] = 30       # sql: rows of a query result shown
     sql_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0  # sql: a query running longer is stopped
+    # sql: the query grammar of constrained decoding: schema (one table's columns and types: every query binds)
+    # | free (any one SELECT; for a model that writes joins and subqueries)
+    sql_grammar: Literal["schema", "free"] = "schema"
     # span mode: entry span this many times its baseline mean is anomalous
     span_factor: Annotated[float, Field(gt=0)] = 100.0
     span_pool: Annotated[int, Field(ge=1, le=64)] = 4      # span mode: at most this many agents active at once (K)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rcagent.config import Settings
-from rcagent.harnesses import evidence, oneshot, sqlagent
+from rcagent.harnesses import evidence, oneshot, sqlagent, sqlgrammar
 from rcagent.harnesses.sqlbox import QueryRefused, SqlBox
 from rcagent.job import Job
 from rcagent.serving.scripted import ScriptedBackend
@@ -152,10 +152,16 @@ def test_sql_agent_investigates_and_submits(contacts_job, store):
               act("submit", root_causes=["ts-contacts-service"], explanation="It failed.", solution="Fix it.")]
     backend = ScriptedBackend(script)
     d = sqlagent.analyze(contacts_job, backend, store, Settings(backend="scripted", cache=False))
-    assert d.finalized and d.mode == "sql" and d.steps == 6 and d.invalid_steps == 2
-    assert d.model_root_causes == ["ts-contacts-service"]
+    # the repeat at step 5 is asked again at once, without the query tool: the submit answers it
+    assert d.finalized and d.mode == "sql" and d.steps == 5 and d.invalid_steps == 1 and d.repaired_steps == 1
+    assert d.model_root_causes == ["ts-contacts-service"] and d.llm_calls == 6
     steps = store.steps(d.run_id)
-    assert "not allowed" in steps[3]["error"] and "ran this query at step 3" in steps[4]["error"]
+    assert "not allowed" in steps[3]["error"]
+    assert steps[4]["action"] == "submit" and steps[4]["valid"]
+    assert [r["method"] for r in json.loads(steps[4]["repairs"])] == ["strict", "repeated query", "asked again"]
+    again = backend.calls[-1]
+    assert "ran this query at step 3" in again["messages"][-1]["content"]
+    assert "query" not in {b["properties"]["action"]["enum"][0] for b in again["schema"]["anyOf"]}
     prompt = json.dumps(backend.calls[0]["messages"])
     assert "Overview" not in prompt          # the free harness shows no evidence ranking
     assert backend.calls[-1]["schema"]["anyOf"][-1]["properties"]["action"]["enum"] == ["submit"]
@@ -295,25 +301,27 @@ def test_bench_models_reports_own_fused_and_ranking_apart_and_resumes(job_of, tm
 def test_sql_agent_leaves_a_rut_of_one_failing_query(contacts_job, store):
     bad = act("query", sql="SELECT * FROM table_schema WHERE src = 1")
     script = [bad, bad, act("submit", root_causes=["ts-contacts-service"], explanation="It failed.", solution="Fix it.")]
-    backend = ScriptedBackend(script)
-    d = sqlagent.analyze(contacts_job, backend, store, Settings(backend="scripted", cache=False))
+    backend = ScriptedBackend(script)     # schema limits off: the repeat is refused, the next step leaves the rut
+    d = sqlagent.analyze(contacts_job, backend, store,
+                         Settings(backend="scripted", cache=False, schema_limits=False))
     assert d.finalized and d.steps == 3 and d.invalid_steps == 2
     offered = [{b["properties"]["action"]["enum"][0] for b in c["schema"]["anyOf"]} for c in backend.calls]
     assert "query" in offered[1] and "submit" not in offered[1]      # the failed query answered nothing
     assert "query" not in offered[2] and "submit" in offered[2]      # after the repeat: out of the rut
     pattern = backend.calls[0]["schema"]["anyOf"][2]["properties"]["arguments"]["properties"]["sql"]["pattern"]
     import re
-    assert re.match(pattern, "SELECT entity, avg(value) FROM metrics GROUP BY entity")
+    assert re.match(pattern, "SELECT entity, avg(value) FROM metrics GROUP BY ALL")
     for bad_sql in ("SELECT 1; DROP TABLE logs", "SELECT * FROM logs WHERE entity = ?", "DELETE FROM logs",
-                    'SELECT "x" FROM logs', "SELECT 1\nFROM logs"):
+                    'SELECT "x" FROM logs', "SELECT 1\nFROM logs",
+                    "SELECT entity, avg(value) FROM metrics GROUP BY entity"):
         assert not re.match(pattern, bad_sql)
 
 
-def test_sql_query_grammar_closes_every_string_literal():
+def test_sql_free_grammar_closes_every_string_literal():
     """A tiny model cut off inside a literal wrote queries DuckDB rejects: the pattern only admits closed ones."""
     import re
 
-    pattern = sqlagent.QUERY_PATTERN
+    pattern = sqlgrammar.FREE
     for good in ("SELECT entity, count(*) FROM logs WHERE message ILIKE '%error%' GROUP BY 1",
                  "SELECT * FROM metrics WHERE entity = 'ts-order-service' AND name = 'cpu'",
                  "SELECT 'a;b?' AS odd FROM logs", "WITH t AS (SELECT 1 AS x) SELECT x FROM t"):
@@ -321,3 +329,101 @@ def test_sql_query_grammar_closes_every_string_literal():
     for bad in ("SELECT * FROM logs WHERE level = 'ERR", "SELECT * FROM logs WHERE a = 'x' AND b = 'y",
                 "SELECT '" + "x" * 61 + "'", "SELECT " + "x" * 400, "SELECT " + "x" * 149 + "?"):
         assert not re.match(pattern, bad), bad
+
+
+SCHEMA_GOOD = [
+    "SELECT id, kind, service FROM entities WHERE kind = 'service'",
+    "SELECT * FROM logs WHERE entity LIKE 'ts-%' AND level IN ('ERROR', 'WARN') ORDER BY timestamp DESC LIMIT 20",
+    "SELECT entity, count(*) FROM logs WHERE timestamp >= '2023-01-29 08:43' GROUP BY ALL ORDER BY count(*) DESC",
+    "SELECT entity, metric, avg(value), max(value) FROM metrics WHERE timestamp < '2023-01-29 08:43:00' GROUP BY ALL",
+    "SELECT service, operation, avg(duration_ms) FROM traces WHERE duration_ms > 1000.5 GROUP BY ALL LIMIT 5",
+    "SELECT count(DISTINCT trace_id) FROM traces GROUP BY ALL",
+    "SELECT src, dst FROM relations WHERE kind != 'calls'",
+]
+SCHEMA_BAD = [
+    "SELECT entity, count(*) FROM logs GROUP BY entity",            # GROUP BY ALL only: never an ungrouped column
+    "SELECT entity, count(*) FROM logs",                            # an aggregate needs GROUP BY ALL
+    "SELECT name FROM metrics",                                     # no such column
+    "SELECT entity FROM spans",                                     # no such table
+    "SELECT avg(message) FROM logs GROUP BY ALL",                   # avg of text
+    "SELECT * FROM metrics WHERE value = 'high'",                   # a number compared with text
+    "SELECT * FROM logs WHERE timestamp > '2023-02-31 08:00'",      # not one of the job's days
+    "SELECT * FROM logs WHERE level = 'ERR",                        # an open literal
+    "SELECT * FROM logs; DROP TABLE logs",
+    "SELECT * FROM events",                                         # a table without rows in this job
+    "select * from logs",
+]
+
+
+def test_sql_schema_grammar_admits_only_queries_over_the_jobs_own_columns(contacts_job):
+    import re
+
+    assert not contacts_job.rows.get("events")
+    pattern = sqlgrammar.pattern("schema", [t for t in contacts_job.rows if contacts_job.rows[t]],
+                                 sqlgrammar.job_dates(contacts_job))
+    assert sqlgrammar.job_dates(contacts_job) == ["2023-01-28", "2023-01-29", "2023-01-30"]
+    for good in SCHEMA_GOOD:
+        assert re.match(pattern, good), good
+    for bad in SCHEMA_BAD:
+        assert not re.match(pattern, bad), bad
+    agent = sqlagent.SqlAgent(contacts_job, None, None, Settings(backend="scripted"))
+    examples = [line.strip() for line in agent.examples.split("Example queries")[1].splitlines()
+                if line.startswith("  SELECT")]
+    assert len(examples) == 4 and agent.query_pattern == pattern
+    for example in examples:       # what the prompt shows the model is what the grammar lets it write
+        assert re.match(pattern, example), example
+
+
+def test_both_query_grammars_convert_to_a_llama_cpp_grammar_without_unknown_escapes():
+    """llama.cpp knows \\x \\u \\U \\t \\r \\n \\\\ \\" \\[ \\]; any other escape (a `\\.`) fails to parse and
+    crashed the process (seen with llama-cpp-python 0.3.36)."""
+    import re
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from rcagent.job import TABLES
+
+    for pattern in (sqlgrammar.FREE, sqlgrammar.pattern("schema", list(TABLES), ["2026-12-01"])):
+        gbnf = json_schema_to_gbnf(json.dumps(sqlagent.schema(["a"], [], query_pattern=pattern)))
+        escapes = re.findall(r'\\[^xuUtrn"\[\]]', gbnf.replace("\\\\", ""))     # an escaped backslash is fine
+        assert "sql" in gbnf and not escapes, escapes
+
+
+def test_every_query_the_schema_grammar_admits_runs_on_a_real_job(contacts_job):
+    """Queries drawn at random from the grammar (hypothesis) all bind and run in the sandbox."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    tables = [t for t in contacts_job.rows if contacts_job.rows[t]]
+    dates = sqlgrammar.job_dates(contacts_job)
+    box = SqlBox(contacts_job, timeout_s=60)
+    ran: list[str] = []
+
+    @settings(max_examples=150, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(tables).flatmap(
+        lambda t: st.from_regex("^" + sqlgrammar.table_query(t, dates) + "$", fullmatch=True)))
+    def runs(sql):
+        box.run(sql)      # QueryRefused (does not parse or bind) fails the test
+        ran.append(sql)
+
+    try:
+        runs()
+    finally:
+        box.close()
+    assert len({q.split(" FROM ")[1].split()[0] for q in ran}) == len(tables)
+
+
+def test_sql_agent_asked_again_after_a_repeat_counts_a_second_bad_answer_as_invalid(contacts_job, store):
+    q = act("query", sql="SELECT count(*) FROM logs GROUP BY ALL")
+    script = [q, q, q, act("table_schema", table="logs"),
+              act("submit", root_causes=["ts-contacts-service"], explanation="It failed.", solution="Fix it.")]
+    backend = ScriptedBackend(script)
+    d = sqlagent.analyze(contacts_job, backend, store, Settings(backend="scripted", cache=False))
+    steps = store.steps(d.run_id)
+    # step 2 repeats, is asked again and repeats once more (query was not offered): one invalid step
+    assert [s["valid"] for s in steps] == [1, 0, 1, 1] and d.invalid_steps == 1 and d.repaired_steps == 0
+    assert "repeated a query" in steps[1]["error"]
+    assert [r["method"] for r in json.loads(steps[1]["repairs"])] == ["strict", "repeated query", "asked again"]
+    assert steps[2]["action"] == "table_schema" and d.finalized
+    offered = [{b["properties"]["action"]["enum"][0] for b in c["schema"]["anyOf"]} for c in backend.calls]
+    assert "query" not in offered[3] and "query" in offered[4]    # still in the rut at step 3, out at step 4

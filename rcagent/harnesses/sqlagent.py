@@ -3,13 +3,15 @@
 list_tables, table_schema, query (one read-only SELECT in the SqlBox sandbox) and submit, plus read_snapshot
 for a long result stored behind a key (OBSK, as in the ReAct mode). No call is prescribed and the prompt
 holds no evidence ranking: the model finds its way through the data. The action is constrained to a JSON
-schema; a malformed or refused action is answered with an error the model can act on. Submit is offered
-once a query has run (a blind answer is no investigation), and is the only action of the last allowed call;
-a repeated query is refused and the next step offers everything but query (the model leaves its rut). The
-same offer is checked when the output was not constrained. Older steps are
-collapsed to one line each, in blocks, so the prompt fits the context and keeps a stable prefix for the
-model's cache. An answer still missing after the last call (unconstrained output) gives the evidence
-ranking's best effort, and the note says so.
+schema, the query to a grammar (sqlgrammar: by default one table's own columns, so a query binds); a
+malformed or refused action is answered with an error the model can act on. Submit is offered once a query
+has run (a blind answer is no investigation), and is the only action of the last allowed call. A repeated
+query is a rut: with schema limits on, the step is asked again at once without the query tool (a repair,
+kept in the step's rounds); without them it is refused and the next step offers everything but query. The
+same offer is checked when the output was not constrained. Older steps are collapsed to one line each, in
+blocks, so the prompt fits the context and keeps a stable prefix for the model's cache. An answer still
+missing after the last call (unconstrained output) gives the evidence ranking's best effort, and the note
+says so.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from rcagent import conclusion, prompts, snapshots
 from rcagent.actions import Action, action_branch, branch
 from rcagent.diagnosis import Diagnosis
 from rcagent.errors import AgentMessage, FormatError, TimeLimit
+from rcagent.harnesses import sqlgrammar
 from rcagent.harnesses.sqlbox import QueryRefused, SqlBox
 from rcagent.investigation import Investigation
 from rcagent.job import TABLES
@@ -31,15 +34,6 @@ from rcagent.stabilizers.jsonregen import JsonRegen
 from rcagent.trajectory import Trajectory
 
 SQL_MAX, EXPLANATION_MAX, SOLUTION_MAX, PICKS = 300, 400, 300, 5
-# What constrained decoding lets a query be: a SELECT (or WITH) without parameter placeholders (nothing is
-# bound to them), a second statement, or a character that would need escaping in the JSON string; string
-# literals always closed (a tiny model cut off mid-literal wrote queries DuckDB rejects). Runs of plain
-# text and literals alternate (a literal starts and ends with the quote that plain text cannot hold), so
-# the pattern matches in one pass and never backtracks without end; at most 5 x 150 plain characters and
-# 4 literals of up to 60 (the old bound: 300 characters).
-_PLAIN = "[^'?$;\"\\\\\\n\\r\\t]{0,150}"
-_LITERAL = "'[^'\"\\\\\\n\\r\\t]{0,60}'"
-QUERY_PATTERN = f"^(SELECT|WITH|select|with) {_PLAIN}({_LITERAL}{_PLAIN}){{0,4}}$"
 KEEP = 6            # exchanges shown whole; older ones collapse KEEP at a time
 
 
@@ -52,10 +46,14 @@ class Refused(AgentMessage):
     """An action the agent answers with an error instead of running it."""
 
 
+class Repeated(Refused):
+    """A query sent before, word for word: the model is in a rut."""
+
+
 def schema(entities: list[str], keys: list[str], seen: set[str] = frozenset(), bounded: bool = True,
-           query: bool = True) -> dict:
+           query: bool = True, query_pattern: str = sqlgrammar.FREE) -> dict:
     """The step's action schema; `seen` (list_tables and the tables described) drops what was shown already,
-    `query=False` the query tool (for one step after a repeated query)."""
+    `query=False` the query tool (for one step after a repeated query); `query_pattern` is the query grammar."""
     text = {"type": "string", "minLength": 1}
     def cap(n):
         return {"maxLength": n} if bounded else {}
@@ -64,7 +62,7 @@ def schema(entities: list[str], keys: list[str], seen: set[str] = frozenset(), b
         *([action_branch("list_tables", {}, [], bounded)] if "list_tables" not in seen else []),
         *([action_branch("table_schema", {"table": {"type": "string", "enum": tables}}, ["table"], bounded)]
           if tables else []),
-        *[action_branch("query", {"sql": {"type": "string", "pattern": QUERY_PATTERN} if bounded
+        *[action_branch("query", {"sql": {"type": "string", "pattern": query_pattern} if bounded
                                 else {**text, "minLength": 6}}, ["sql"], bounded)][:int(query)],
         action_branch("submit", {
             "root_causes": {"type": "array", "items": {"type": "string", "enum": entities}, "minItems": 1,
@@ -90,18 +88,24 @@ class SqlAgent:
         self.offered: set[str] = set()            # the actions this step's schema offers
         self.head: list[dict] = []
         self.exchanges: list[tuple[list[dict], str]] = []   # (assistant + user messages, one-line summary)
+        grammar = settings.sql_grammar
+        self.query_pattern = sqlgrammar.pattern(grammar, [t for t in TABLES if job.rows.get(t)],
+                                                sqlgrammar.job_dates(job))
+        self.examples = prompts.render(f"sql_examples_{grammar}", start=f"{job.window.start:%Y-%m-%d %H:%M:%S}",
+                                       end=f"{job.window.end:%Y-%m-%d %H:%M:%S}")
 
     def run(self, deadline: float | None = None, cancel: threading.Event | None = None) -> Diagnosis:
         start, s = time.perf_counter(), self.settings
         with self.store.run(self.job, self.backend, {"mode": "sql", "max_steps": s.sql_max_steps, "rows": s.sql_rows,
-                                                     "query_timeout_s": s.sql_timeout_s, "seed": s.seed,
-                                                     "temperature": s.temperature, "ranking": s.ranking},
+                                                     "query_timeout_s": s.sql_timeout_s, "grammar": s.sql_grammar,
+                                                     "seed": s.seed, "temperature": s.temperature,
+                                                     "ranking": s.ranking},
                             mode="sql") as record:
             self.trajectory.run_id = record.id
             self.box = SqlBox(self.job, s.sql_rows, s.sql_timeout_s)
             self.head = [
                 {"role": "system", "content": prompts.render("sql_system", rows=s.sql_rows, max_steps=s.sql_max_steps,
-                                                             start=self.job.window.start, end=self.job.window.end)},
+                                                             examples=prompts.ours(self.examples))},
                 {"role": "user", "content": prompts.render("sql_task", job_id=self.job.id, alert=self.job.alert,
                                                            summary=prompts.data(self.job.summary()))}]
             try:
@@ -142,25 +146,41 @@ class SqlAgent:
         t.step += 1
         keys = [k for k in self.inv.pages if k not in self.inv.read_to_the_end()]
         repeated, self.repeated = self.repeated, False
-        messages, step_schema = self.messages(), schema(sorted(self.job.entities), keys, self.seen, query=not repeated)
+        messages = self.messages()
+        step_schema = schema(sorted(self.job.entities), keys, self.seen, query=not repeated,
+                             query_pattern=self.query_pattern)
         if t.step == self.settings.sql_max_steps:    # the last call: only submit is left
             messages.append({"role": "user", "content": prompts.message("sql_last_step")})
             step_schema = step_schema["anyOf"][-1]
         elif not self.answered and not repeated:     # no submit before a query saw the data (or the model is
             # stuck repeating one that fails: then submitting is one way out)
             step_schema = {"anyOf": step_schema["anyOf"][:-1]}
-        self.offered = {b["properties"]["action"]["enum"][0] for b in step_schema.get("anyOf", [step_schema])}
-        completion = self.model.query(messages, step_schema if self.settings.constrain else None)
+        completion = self.ask(messages, step_schema)
         tool_start = time.perf_counter()
         action, rounds = None, []
         try:
             action, rounds = self.parse(completion.text)
-            observation = self.act(action, run_id)
+            try:
+                observation = self.act(action, run_id)
+            except Repeated as rut:
+                if not (self.settings.constrain and self.settings.schema_limits):
+                    raise
+                # the rut rule at once, in this step: asked again without the query tool (a repair, counted)
+                rounds = [*rounds, {"round": len(rounds) + 1, "method": "repeated query", "ok": False,
+                                    "error": str(rut), "text": completion.text[:300]}]
+                echo = [{"role": "assistant", "content": json.dumps(action.to_dict())},
+                        {"role": "user", "content": prompts.render("error", error=str(rut))}]
+                completion = self.ask(messages + echo, schema(sorted(self.job.entities), keys, self.seen,
+                                                              query=False))
+                action, again = self.parse(completion.text)
+                rounds.append({**again[-1], "round": len(rounds) + 1, "method": "asked again"})
+                observation = self.act(action, run_id)
+                self.repeated = False     # out of the rut already: the next step may query again
         except Submitted:
             t.save(action, completion, rounds, tool_start, observation="(submitted)")
             raise
         except AgentMessage as msg:
-            rounds = msg.rounds if isinstance(msg, FormatError) else rounds
+            rounds = [*rounds, *msg.rounds] if isinstance(msg, FormatError) else rounds
             echo = json.dumps(action.to_dict()) if action else completion.text[:300]
             error = prompts.render("error", error=str(msg))
             self.exchanges.append(([{"role": "assistant", "content": echo}, {"role": "user", "content": error}],
@@ -178,6 +198,11 @@ class SqlAgent:
                                                                            observation=prompts.data(head))}],
                                f"step {t.step}: {action.name} {json.dumps(action.arguments)[:160]} -> {first[:100]}"))
         t.save(action, completion, rounds, tool_start, observation=head, snapshot=key)
+
+    def ask(self, messages: list[dict], step_schema: dict):
+        """One model call under the step's schema; the actions it offers are what act() accepts."""
+        self.offered = {b["properties"]["action"]["enum"][0] for b in step_schema.get("anyOf", [step_schema])}
+        return self.model.query(messages, step_schema if self.settings.constrain else None)
 
     def act(self, action: Action, run_id: str) -> str:
         args_schema = branch(schema(sorted(self.job.entities), list(self.inv.pages), bounded=False), action.name)
@@ -208,7 +233,7 @@ class SqlAgent:
             sql = " ".join(action.arguments["sql"].split()).rstrip(";")
             if sql in self.queries:
                 self.repeated = True      # a rut: the next step offers everything but query
-                raise Refused(prompts.message("sql_repeated", step=self.queries[sql]))
+                raise Repeated(prompts.message("sql_repeated", step=self.queries[sql]))
             self.queries[sql] = self.trajectory.step
             result = self.box.run(sql)
             self.answered = True
