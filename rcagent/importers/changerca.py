@@ -120,7 +120,10 @@ def _import_case(con, case: Path, dest: Path, report: ImportReport) -> None:
     con.executemany("INSERT INTO cut VALUES (?, ?)", list(deleted.items()))
     if files:
         # all pod files at once; which pod and call edge a row belongs to comes from its file's name
-        view = csv_view(con, "pod_files", [f for f, _ in files], filename=True)
+        # read once into a table: each metric below scans it again, and a view would parse every file again
+        con.execute(f"CREATE OR REPLACE TEMP TABLE pod_rows AS SELECT * FROM "
+                    f"{csv_view(con, 'pod_files', [f for f, _ in files], filename=True)}")
+        view = "pod_rows"
         con.execute("CREATE OR REPLACE TEMP TABLE file_of (filename VARCHAR, pod VARCHAR, edge VARCHAR)")
         con.executemany("INSERT INTO file_of VALUES (?, ?, ?)",
                         [(str(f), m.group("pod"), f"{m.group('caller')}->{m.group('callee')}") for f, m in files])
@@ -143,7 +146,8 @@ def _import_case(con, case: Path, dest: Path, report: ImportReport) -> None:
         f = case / side
         if not f.is_file():
             continue
-        view = csv_view(con, "edge_file", [f])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE edge_rows AS SELECT * FROM {csv_view(con, 'edge_file', [f])}")
+        view = "edge_rows"     # read once: each column below scans it
         for col in con.table(view).columns:
             if col in ("time", "timestamp") or "_" not in col:
                 continue

@@ -161,8 +161,6 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         svc = service_of(pod)
         minute = inject.strftime("%H_%M")
         minutes = [(floor_minute(inject) + dt.timedelta(minutes=k)).strftime("%H_%M") for k in range(3)]
-        trace_sql = _traces_sql(con, _files(day_dir / "trace", minutes, "trace"), "case_trace_files")
-        log_sql = _logs_sql(con, _files(day_dir / "log", minutes, "log"), "case_log_files")
         # The minute files run from about a minute before the injection to two minutes after it.
         start = floor_minute(inject) - dt.timedelta(minutes=1)
         end = floor_minute(inject) + dt.timedelta(minutes=3)
@@ -182,6 +180,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         job_id = opaque_id(prefix, "nezha", case_id)
         if only is not None and case_id not in only:
             continue
+        trace_sql = _traces_sql(con, _files(day_dir / "trace", minutes, "trace"), "case_trace_files")
+        log_sql = _logs_sql(con, _files(day_dir / "log", minutes, "log"), "case_log_files")
 
         all_traces = f"SELECT * FROM ({trace_sql}) UNION ALL BY NAME SELECT * FROM ({free_traces})" \
             if free_period else trace_sql
