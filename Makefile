@@ -50,9 +50,11 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
-# The edit loop: no model, no server, browser or Ray cluster, no test that needs every archive imported.
+# The edit loop: no model, no server, browser or Ray cluster, no test that needs every archive imported; the
+# shared archives' imports are reused from the last run while the importers' code is unchanged.
 check: install
-	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives and not browser and not cluster"
+	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives and not browser and not cluster" \
+		--import-cache
 
 bench: install
 	$(BIN)/python benchmarks/bench_foundation.py --data $(DATA)
