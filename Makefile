@@ -50,11 +50,12 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
-# The edit loop: no model, no server, browser or Ray cluster, no test that needs every archive imported; the
-# shared archives' imports are reused from the last run while the importers' code is unchanged.
+# The edit loop: no model, no server, browser or Ray cluster, no test that needs every archive imported, one
+# hostile-input case of each kind; the shared archives' imports are reused from the last run while the
+# importers' code is unchanged; two workers.
 check: install
-	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives and not browser and not cluster" \
-		--import-cache
+	$(BIN)/python -m pytest -q -m "not model and not server and not all_archives and not browser and not cluster \
+		and not slow" --import-cache -n 2
 
 bench: install
 	$(BIN)/python benchmarks/bench_foundation.py --data $(DATA)

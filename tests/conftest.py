@@ -63,8 +63,10 @@ def imported_into(kind: str, archive: Path, dest: Path, only: set[str] | None = 
         shutil.rmtree(staging, ignore_errors=True)
         report = run_import(kind, archive, staging / "import", only=only)
         (staging / "report.pickle").write_bytes(pickle.dumps(report))
-        shutil.rmtree(cached, ignore_errors=True)
-        staging.rename(cached)
+        try:
+            staging.rename(cached)
+        except OSError:     # another worker (pytest -n) finished the same import first: theirs is as good
+            shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(cached / "import", dest, dirs_exist_ok=True)
     return pickle.loads((cached / "report.pickle").read_bytes())
 

@@ -80,9 +80,10 @@ def test_oneshot_answer_without_a_usable_pick_is_a_best_effort_diagnosis(contact
 
 
 # ---- the SQL sandbox ----------------------------------------------------------------------------------------
-@pytest.fixture()
-def box(contacts_job):
-    b = SqlBox(contacts_job, row_limit=5, timeout_s=5)
+@pytest.fixture(scope="module")
+def box(job_of):
+    """One sandbox for the module's queries (a query that changed it would fail its own test first)."""
+    b = SqlBox(Job.load(job_of(CONTACTS_CASE)), row_limit=5, timeout_s=5)
     yield b
     b.close()
 

@@ -60,8 +60,11 @@ def extracted(src: str | Path) -> Path:
         with tarfile.open(src) as tar:
             tar.extractall(partial, filter="data")
         (partial / ".complete").write_text("ok\n")
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
+        try:        # only ever a complete folder is renamed into place, so one that is there is complete
+            partial.rename(target)
+        except OSError:
+            if not (target / ".complete").exists():
+                raise      # another process extracted it meanwhile (and may be reading it): theirs is kept
     except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
         raise BadInput(f"{src}: cannot extract ({str(exc).strip() or type(exc).__name__})") from None
     finally:
