@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
+import yaml
 
 from rcagent.job import Job
 from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.common import deviation, second
-from rcagent.tools.overview import overview, ranking, scores, traffic_factor
+from rcagent.tools.overview import DEFAULT, overview, ranking, scores, traffic_factor
 from tests.hostile import make_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,3 +329,63 @@ def test_a_collector_that_covered_half_the_window_fakes_no_drop(tmp_path):
     assert "User traffic" not in overview(loaded)
     assert not any("incoming calls" in why for why in
                    [w for sigs in scores(loaded).values() for _, w, _ in sigs])
+
+
+def _with_callee(tmp_path: Path, per_minute: tuple[int, int], ms: tuple[float, float]) -> Job:
+    """make_job plus a callee "search" of frontend: per_minute calls and ms each, (baseline, window)."""
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    spans = con.execute("SELECT * FROM read_parquet(?)", [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    for minute in range(20):
+        n, d = (per_minute[1], ms[1]) if minute >= 10 else (per_minute[0], ms[0])
+        # children of frontend's request of that minute (make_job: trace t{2m}, span a{2m})
+        spans += [(f"t{2 * minute}", f"s{minute}-{i}", f"a{2 * minute}", dt.datetime(2024, 1, 1, 0, minute, i * 60 // n),
+                   d + (i % 3), "search", "search", "query", "OK") for i in range(n)]
+    _write(job, "traces", SPANS, spans)
+    return Job.load(job)
+
+
+def test_calls_that_got_faster_are_no_evidence(tmp_path):
+    found = scores(_with_callee(tmp_path, (10, 10), (40.0, 4.0))).get("search", [])
+    assert not any("latency" in why for _, why, _ in found)
+
+
+def test_more_incoming_calls_are_no_evidence_and_fewer_are(tmp_path):
+    # ten times the calls: the callers' doing (traffic, a new call pattern, retries), not the callee's
+    assert not any("incoming calls" in why for _, why, _ in
+                   scores(_with_callee(tmp_path / "more", (3, 30), (20.0, 20.0))).get("search", []))
+    # a third of the calls: requests fail or stall before they reach it
+    assert any("incoming calls 30->10/min" in why for _, why, _ in
+               scores(_with_callee(tmp_path / "fewer", (30, 10), (20.0, 20.0))).get("search", []))
+
+
+def test_a_deviation_already_there_before_the_onset_weighs_less(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # the node's disk reads are higher all through the window (another day's workload); everything else
+    # of make_job steps at minute 12, two minutes into the window
+    rows += [(r[0], "node-1", "disk_reads", 90.0 if r[0].minute >= 10 else 30.0 + r[0].minute % 3) for r in rows
+             if r[1] == "node-1" and r[2] == "cpu"]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    loaded = Job.load(job)
+    disk = [(s, why) for s, why, _ in scores(loaded)["node-1"] if "disk_reads" in why]
+    cpu = [(s, why) for s, why, _ in scores(loaded)["checkout-pod-1"] if why.startswith("cpu")]
+    assert disk and re.search(r"already so before the onset at 00:1[12]:", disk[0][1])   # 20 s buckets
+    assert cpu and "before the onset" not in cpu[0][1]
+    plain = scores(loaded, replace(DEFAULT, preexisting=1.0))
+    assert disk[0][0] == pytest.approx(0.5 * next(s for s, why, _ in plain["node-1"] if "disk_reads" in why))
+
+
+def test_on_a_real_job_the_load_of_another_day_is_told_from_the_fault(job_of):
+    # TrainTicket: traces and logs compare with a fault-free period hours earlier; a CPU fault at 14:23:31
+    path = job_of("2023-01-29_14_23")
+    lab = yaml.safe_load((path.parent.parent / "labels" / f"{path.name}.yaml").read_text())
+    job = Job.load(path)
+    found = scores(job)
+    culprit = lab["root_causes"][0]["entity"]
+    assert not any("before the onset" in why for _, why, _ in found[culprit])
+    assert any("before the onset" in why for sigs in found.values() for _, why, _ in sigs)
+    assert ranking(job)[0][0] in (culprit, lab["root_causes"][0]["service"])

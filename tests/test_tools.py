@@ -115,7 +115,8 @@ def test_tools_without_data_are_not_offered(job_of, contacts_job, tmp_path):
 
 
 def test_call_rates_are_judged_against_user_traffic(tmp_path):
-    """Synthetic edge case: traffic doubles; a service that doubles with it is normal, one that grows 6x is not."""
+    """Synthetic edge case: traffic doubles; a service that doubles with it is normal, one that merely keeps its
+    rate receives fewer calls than the traffic brings (a quarter of them)."""
     meta = ("id: t\nalert: busy\nwindow: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}\n"
             "baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]\n")
     (tmp_path / "job.yaml").write_text(meta)
@@ -129,19 +130,19 @@ def test_call_rates_are_judged_against_user_traffic(tmp_path):
             rows.append(f"t{i},{root}-{k},{root},2024-01-01 00:{minute:02d}:{second:02d},5,{svc},{svc},call,")
 
     n = 0
-    for minute in range(10):          # baseline: 20 requests a minute, each calls steady, every 4th calls hot
+    for minute in range(10):          # baseline: 20 requests a minute, each calls steady and hot
         for j in range(20):
-            trace(n, minute, j, ["steady"] + (["hot"] if j % 4 == 0 else []))
-            n += 1
-    for minute in range(10, 20):      # window: 40 a minute (traffic x2); hot is called by every request (x6 more)
-        for j in range(40):
             trace(n, minute, j, ["steady", "hot"])
+            n += 1
+    for minute in range(10, 20):      # window: 40 a minute (traffic x2); only every 4th calls hot (10, not 40)
+        for j in range(40):
+            trace(n, minute, j, ["steady"] + (["hot"] if j % 4 == 0 else []))
             n += 1
     (tmp_path / "traces.csv").write_text("\n".join(rows) + "\n")
     job = Job.load(tmp_path)
     from rcagent.tools.overview import traffic_factor
     assert traffic_factor(job) == pytest.approx(2.0)
     ranked = {e: reasons for e, _, reasons in ranking(job)}
-    assert any("incoming calls" in r for r in ranked["hot"])
+    assert any("incoming calls 40->10/min" in r for r in ranked["hot"])
     assert not any("incoming calls" in r for r in ranked.get("steady", []))
     assert "2.0x the baseline" in run_tool(TOOLS["overview"], job, {})

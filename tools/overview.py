@@ -4,12 +4,14 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - metrics: deviation in floored sigmas, the floor in the metric's unit, log-compressed; an improvement of a
   quality metric is no evidence; client-side measurements and a latency that a callee's explains weigh
   less; a pod with no history against its peers; without a baseline, a pod against its replicas;
-- calls (traces): incoming request rate beyond Poisson chance (a service that stops receiving calls ranks
-  high), p95 latency (less when the entity's own time per call did not grow), own time per call, a
-  widened cross-span gap, error spans;
+- calls (traces): fewer incoming requests beyond Poisson chance (a service that stops receiving calls ranks
+  high; more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
+  did not grow; faster calls are no evidence), own time per call, a widened cross-span gap, error spans;
 - logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
   stopped;
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
+A signal the window already showed before the onset found inside it weighs less: the baseline period
+differs from this day in more than the fault (another mix of requests).
 Rates are counts over the time a table recorded, against the baseline scaled by the change in user traffic.
 A service inherits its pods' metric and log signals. No system, dataset or service is named here (a test
 checks).
@@ -21,9 +23,10 @@ import math
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rcagent.job import Job
+from rcagent.onset import find_onset
 from rcagent.tools import Param, register
 from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
 from rcagent.tools.calls import edges
@@ -76,6 +79,7 @@ class RankingParams:
     secondary: float = 0.25     # weight of an entity's second and further independent sources of evidence
     symptom: float = 0.5        # weight of a latency that its callees explain (the entity's own time did not grow)
     waiting: float = 0.5        # weight of a latency metric that rose no more than a callee's (topology)
+    preexisting: float = 0.5    # weight of a signal the window already showed before the incident's onset
 
 
 DEFAULT = RankingParams()
@@ -147,6 +151,14 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
                                 job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
             found[entity].append(signal)
+    if params.preexisting != 1.0:
+        onset, before = _before_onset(job, params)
+        for entity, sigs in found.items():
+            # a deviation the window already showed before the incident's onset, about as strongly, is a
+            # difference between the baseline period and this day (another mix of requests), not the fault
+            pre = before.get(entity, {})
+            found[entity] = [(s * params.preexisting, f"{why} (already so before the onset at {onset:%H:%M:%S})", src)
+                             if pre.get(_kind(why), 0.0) >= 0.5 * s else (s, why, src) for s, why, src in sigs]
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
@@ -168,6 +180,33 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
+    return job.cache[key]
+
+
+def _kind(reason: str) -> str:
+    """What a signal measures, without its numbers: "latency p95 8->72 ms" -> "latency p"."""
+    return re.match(r"[^0-9]*", reason).group(0)
+
+
+def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, dict[str, dict[str, float]]]:
+    """The onset found inside the window, and entity -> {signal kind: score} of the window's part before it,
+    against the same baseline; (None, {}) when the job was split at its onset already (it came without a
+    baseline) or no onset is found."""
+    key = ("before_onset", params)
+    if key not in job.cache:
+        out: dict[str, dict[str, float]] = {}
+        onset = find_onset(job) if job.onset is None and job.baseline else None
+        if onset is not None:
+            # the same job seen up to the onset, with a cache of its own (its rows are aggregated once,
+            # whatever the parameters)
+            part = replace(job, window=replace(job.window, end=onset),
+                           cache=job.cache.setdefault("before_onset", {k: v for k, v in job.cache.items()
+                                                                       if k in ("edges", "callees")}))
+            for entity, sigs in scores(part, replace(params, preexisting=1.0)).items():
+                for s, why, _ in sigs:
+                    kind = _kind(why)
+                    out.setdefault(entity, {})[kind] = max(s, out.get(entity, {}).get(kind, 0.0))
+        job.cache[key] = onset, out
     return job.cache[key]
 
 
@@ -218,7 +257,9 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
         beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
         if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
             yield name, (60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls")
-        elif (b_rate >= 1 or w_rate >= 1) and beyond_chance:
+        elif b_rate >= 1 and w_rate < b_rate and beyond_chance:
+            # only fewer calls: more calls are the callers' doing (user traffic, a new call pattern,
+            # retries), not the entity's; fewer mean requests fail or stall before they reach it
             s = _log_ratio(w_rate, b_rate)
             if s >= params.call_min:
                 yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
@@ -231,11 +272,13 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
             own_rose = own_w / w - own_b / b >= GAP_MIN_MS and s >= params.call_min
             if own_rose:
                 yield name, (s, f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms", "calls")
-        if b95 is not None and w95 is not None:
+        if b95 is not None and w95 is not None and w95 > b95:
+            # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
+            # faster shows it by its errors, scored below and from its logs)
             s = _log_ratio(w95, b95)
             if s >= params.call_min:
                 # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
-                weight = params.symptom if own_rose is False and w95 > b95 else 1.0
+                weight = params.symptom if own_rose is False else 1.0
                 yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
                              + (" (waiting on callees)" if weight < 1 else ""), "calls")
         if bgap is not None and wgap is not None and wgap - max(bgap, 0.0) >= GAP_MIN_MS:

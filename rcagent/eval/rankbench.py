@@ -26,7 +26,8 @@ from rcagent.eval.scoring import Inventory, level, score_case
 from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
 GRID = [RankingParams(*values) for values in
-        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0), (0.5, 1.0))]
+        itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0), (0.5, 1.0),
+                           (0.5, 1.0))]
 BASELINES = ("nsigma", "baro", "random")
 
 
@@ -116,7 +117,7 @@ def _result(group: str, test: list[dict], best: RankingParams | None, chosen: li
 def table(results: list[dict]) -> str:
     head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1", "NSigma PR@1",
             "BARO PR@1", "random PR@1",
-            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting)"]
+            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting, preexisting)"]
     rows = [[r["group"], r["cases"], *(pct(r[k]) for k in ("overview_pr1", "overview_rr", "defaults_pr1",
                                                             "no_baseline_pr1", "nsigma_pr1", "baro_pr1", "random_pr1")),
              ", ".join(f"{v:g}" for v in r["params"].values()) if r["params"] else "per group"] for r in results]
