@@ -389,3 +389,16 @@ def test_on_a_real_job_the_load_of_another_day_is_told_from_the_fault(job_of):
     assert not any("before the onset" in why for _, why, _ in found[culprit])
     assert any("before the onset" in why for sigs in found.values() for _, why, _ in sigs)
     assert ranking(job)[0][0] in (culprit, lab["root_causes"][0]["service"])
+
+
+def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # a client-side latency that rises with everything else at minute 12, weighed 0 (a setting of the grid)
+    rows += [(r[0], "frontend", "client_latency_ms", r[3] + 5) for r in rows if r[1] == "frontend"]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    found = scores(Job.load(job), replace(DEFAULT, client_weight=0.0))["frontend"]
+    client = [why for s, why, _ in found if why.startswith("client_latency_ms")]
+    assert client and not any("before the onset" in why for why in client)

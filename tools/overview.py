@@ -158,7 +158,8 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             # difference between the baseline period and this day (another mix of requests), not the fault
             pre = before.get(entity, {})
             found[entity] = [(s * params.preexisting, f"{why} (already so before the onset at {onset:%H:%M:%S})", src)
-                             if pre.get(_kind(why), 0.0) >= 0.5 * s else (s, why, src) for s, why, src in sigs]
+                             if _kind(why) in pre and pre[_kind(why)] >= 0.5 * s else (s, why, src)
+                             for s, why, src in sigs]
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
