@@ -10,11 +10,13 @@ from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
 
 
-def _row(group, good):
-    """A job of `group` on which only the parameters in `good` find the root cause."""
+def _row(group, good, good_without_baseline=frozenset()):
+    """A job of `group` on which only the parameters in `good` find the root cause (with no baseline, only
+    those in `good_without_baseline`)."""
     return {"job": f"{group}-{id(good)}", "group": group,
             "full": {p: ((1.0, 1.0) if p in good else (0.0, 0.2)) for p in GRID},
-            "no_baseline": {p: (0.0, 0.0) for p in GRID}, **{m: (0.0, 0.1) for m in BASELINES}}
+            "no_baseline": {p: ((1.0, 1.0) if p in good_without_baseline else (0.0, 0.0)) for p in GRID},
+            **{m: (0.0, 0.1) for m in BASELINES}}
 
 
 def test_parameters_are_chosen_on_the_other_groups_only():
@@ -29,6 +31,18 @@ def test_parameters_are_chosen_on_the_other_groups_only():
     # held out C: chosen on A and B (a tie, 3 jobs each): the earlier grid setting, a; C scores 0
     assert results["C"]["overview_pr1"] == 0.0
     assert results["all"]["cases"] == 7
+
+
+def test_the_no_baseline_variant_gets_its_own_choice_made_on_the_other_groups():
+    a, b = GRID[0], GRID[-1]
+    rows = [_row(g, {a}, {b}) for g in "AB" for _ in range(2)]
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    assert results["A"]["params"] == dataclasses.asdict(a)
+    assert results["A"]["params_no_baseline"] == dataclasses.asdict(b)
+    assert results["A"]["no_baseline_pr1"] == 1.0 and results["A"]["no_baseline_same_pr1"] == 0.0
+    # a setting that only the held-out group's own no-baseline jobs favour is never chosen for it
+    rows = [_row("A", {a}, {a}), _row("B", {a}, {b}), _row("C", {a}, {b})]
+    assert {r["group"]: r for r in leave_one_out(rows)}["A"]["no_baseline_pr1"] == 0.0
 
 
 def test_a_tie_goes_to_the_defaults():

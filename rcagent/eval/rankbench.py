@@ -7,7 +7,8 @@ are chosen from a small grid on the other groups (best mean PR@1, ties to the ha
 order) and the held-out group is scored with them: the group never sees parameters chosen on itself.
 Beside it: the defaults as they are, NSigma, BARO and the seeded random ranking, and a "no baseline" variant
 of every job (its baseline periods removed, the window as given, split at the onset found inside it as
-Job.load splits a job that comes without a baseline) scored with the same chosen parameters.
+Job.load splits a job that comes without a baseline), scored with parameters chosen the same way on the
+other groups' no-baseline variants (and, for comparison, with the full jobs' choice).
 """
 from __future__ import annotations
 
@@ -91,36 +92,53 @@ def leave_one_out(rows: list[dict]) -> list[dict]:
         train = [r for r in rows if r["group"] != group]
         test = [r for r in rows if r["group"] == group]
 
-        def train_pr1(p):
-            return statistics.fmean(r["full"][p][0] for r in train) if train else 0.0
-        best = max(GRID, key=lambda p: (round(train_pr1(p), 9), p == DEFAULT, -GRID.index(p)))
-        held_all += [(r, best) for r in test]
-        results.append(_result(group, test, best))
-    results.append(_result("all", [r for r, _ in held_all], None, chosen=[b for _, b in held_all]))
+        best = _choose(train, "full")
+        best_nb = _choose(train, "no_baseline")   # jobs without a baseline: chosen on such jobs of the others
+        held_all += [(r, best, best_nb) for r in test]
+        results.append(_result(group, test, best, best_nb))
+    results.append(_result("all", [r for r, _, _ in held_all], None, None,
+                           chosen=[b for _, b, _ in held_all], chosen_nb=[b for _, _, b in held_all]))
     return results
 
 
-def _result(group: str, test: list[dict], best: RankingParams | None, chosen: list | None = None) -> dict:
+def _choose(train: list[dict], variant: str) -> RankingParams:
+    """The grid setting with the best mean PR@1 on the training rows (ties: the defaults, then grid order)."""
+    def pr1(p):
+        return statistics.fmean(r[variant][p][0] for r in train) if train else 0.0
+    return max(GRID, key=lambda p: (round(pr1(p), 9), p == DEFAULT, -GRID.index(p)))
+
+
+def _params(p: RankingParams | None) -> dict | None:
+    return None if p is None else {k: getattr(p, k) for k in RankingParams.__dataclass_fields__}
+
+
+def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: RankingParams | None,
+            chosen: list | None = None, chosen_nb: list | None = None) -> dict:
     chosen = chosen or [best] * len(test)
+    chosen_nb = chosen_nb or [best_nb] * len(test)
     return {
         "group": group, "cases": len(test),
-        "params": None if best is None else {k: getattr(best, k) for k in RankingParams.__dataclass_fields__},
+        "params": _params(best), "params_no_baseline": _params(best_nb),
         "overview_pr1": _mean(r["full"][p][0] for r, p in zip(test, chosen)),
         "overview_rr": _mean(r["full"][p][1] for r, p in zip(test, chosen)),
         "defaults_pr1": _mean(r["full"][DEFAULT][0] for r in test),
-        "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
+        "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb)),
+        "no_baseline_same_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
         **{f"{m}_pr1": _mean(r[m][0] for r in test) for m in BASELINES},
         **{f"{m}_rr": _mean(r[m][1] for r in test) for m in BASELINES},
     }
 
 
 def table(results: list[dict]) -> str:
-    head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1", "NSigma PR@1",
-            "BARO PR@1", "random PR@1",
-            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting, preexisting)"]
+    head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1",
+            "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1", "random PR@1",
+            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting, preexisting)",
+            "chosen for no baseline"]
     rows = [[r["group"], r["cases"], *(pct(r[k]) for k in ("overview_pr1", "overview_rr", "defaults_pr1",
-                                                            "no_baseline_pr1", "nsigma_pr1", "baro_pr1", "random_pr1")),
-             ", ".join(f"{v:g}" for v in r["params"].values()) if r["params"] else "per group"] for r in results]
+                                                            "no_baseline_pr1", "no_baseline_same_pr1", "nsigma_pr1",
+                                                            "baro_pr1", "random_pr1")),
+             *(", ".join(f"{v:g}" for v in r[k].values()) if r[k] else "per group"
+               for k in ("params", "params_no_baseline"))] for r in results]
     return render_table(head, rows, "md")
 
 
