@@ -396,7 +396,7 @@ def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
     con = duckdb.connect()
     rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
     con.close()
-    # a client-side latency that rises with everything else at minute 12, weighed 0 (a setting of the grid)
+    # a client-side latency that rises with everything else at minute 12, weighed 0 (a setting one may choose)
     rows += [(r[0], "frontend", "client_latency_ms", r[3] + 5) for r in rows if r[1] == "frontend"]
     _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
     found = scores(Job.load(job), replace(DEFAULT, client_weight=0.0))["frontend"]
