@@ -340,8 +340,9 @@ def _with_callee(tmp_path: Path, per_minute: tuple[int, int], ms: tuple[float, f
     for minute in range(20):
         n, d = (per_minute[1], ms[1]) if minute >= 10 else (per_minute[0], ms[0])
         # children of frontend's request of that minute (make_job: trace t{2m}, span a{2m})
-        spans += [(f"t{2 * minute}", f"s{minute}-{i}", f"a{2 * minute}", dt.datetime(2024, 1, 1, 0, minute, i * 60 // n),
-                   d + (i % 3), "search", "search", "query", "OK") for i in range(n)]
+        spans += [(f"t{2 * minute}", f"s{minute}-{i}", f"a{2 * minute}",
+                   dt.datetime(2024, 1, 1, 0, minute, i * 60 // n), d + (i % 3), "search", "search", "query", "OK")
+                  for i in range(n)]
     _write(job, "traces", SPANS, spans)
     return Job.load(job)
 
