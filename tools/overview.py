@@ -158,8 +158,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             # difference between the baseline period and this day (another mix of requests), not the fault
             pre = before.get(entity, {})
             found[entity] = [(s * params.preexisting, f"{why} (already so before the onset at {onset:%H:%M:%S})", src)
-                             if _kind(why) in pre and pre[_kind(why)] >= 0.5 * s else (s, why, src)
-                             for s, why, src in sigs]
+                             if pre.get(_kind(why), -math.inf) >= 0.5 * s else (s, why, src) for s, why, src in sigs]
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
         # already, so inheriting those would count them twice); nodes are kept separate.
@@ -196,7 +195,9 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
     key = ("before_onset", params)
     if key not in job.cache:
         out: dict[str, dict[str, float]] = {}
-        onset = find_onset(job) if job.onset is None and job.baseline else None
+        if "onset_inside" not in job.cache:     # the same for every setting of the parameters
+            job.cache["onset_inside"] = find_onset(job) if job.onset is None and job.baseline else None
+        onset = job.cache["onset_inside"]
         if onset is not None:
             # the same job seen up to the onset, with a cache of its own (its rows are aggregated once,
             # whatever the parameters)
@@ -204,9 +205,9 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
                            cache=job.cache.setdefault("before_onset", {k: v for k, v in job.cache.items()
                                                                        if k in ("edges", "callees")}))
             for entity, sigs in scores(part, replace(params, preexisting=1.0)).items():
+                kinds = out.setdefault(entity, {})
                 for s, why, _ in sigs:
-                    kind = _kind(why)
-                    out.setdefault(entity, {})[kind] = max(s, out.get(entity, {}).get(kind, 0.0))
+                    kinds[_kind(why)] = max(s, kinds.get(_kind(why), 0.0))
         job.cache[key] = onset, out
     return job.cache[key]
 

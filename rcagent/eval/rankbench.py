@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -109,7 +110,7 @@ def _choose(train: list[dict], variant: str) -> RankingParams:
 
 
 def _params(p: RankingParams | None) -> dict | None:
-    return None if p is None else {k: getattr(p, k) for k in RankingParams.__dataclass_fields__}
+    return None if p is None else asdict(p)
 
 
 def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: RankingParams | None,
