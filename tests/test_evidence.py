@@ -319,6 +319,22 @@ def make_outage(tmp_path: Path) -> Path:
     return job
 
 
+def test_calls_lost_upstream_are_no_outage_of_the_callee(tmp_path):
+    # checkout gets no call in the window, and neither does the frontend operation that called it (users
+    # asked frontend for something else): the calls were lost upstream, checkout is not out
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    spans = con.execute("""SELECT * REPLACE (CASE WHEN start >= '2024-01-01 00:10' THEN 'GET /other'
+                                                  ELSE operation END AS operation)
+                           FROM read_parquet(?) WHERE NOT (service = 'checkout' AND start >= '2024-01-01 00:10')""",
+                        [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    _write(job, "traces", SPANS, spans)
+    assert not any("incoming calls" in why for _, why, _ in scores(Job.load(job)).get("checkout", []))
+    # the same loss while frontend still serves the requests that led to checkout: an outage
+    assert any("STOPPED" in why for _, why, _ in scores(Job.load(make_outage(tmp_path))).get("checkout", []))
+
+
 def test_a_collector_that_covered_half_the_window_fakes_no_drop(tmp_path):
     job = make_job(tmp_path / "j")
     # the trace collector stopped at 00:15, halfway through the window: calls per minute did not change

@@ -4,8 +4,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - metrics: deviation in floored sigmas, the floor in the metric's unit, log-compressed; an improvement of a
   quality metric is no evidence; client-side measurements and a latency that a callee's explains weigh
   less; a pod with no history against its peers; without a baseline, a pod against its replicas;
-- calls (traces): fewer incoming requests beyond Poisson chance (a service that stops receiving calls ranks
-  high; more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
+- calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
+  chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
+  and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
   did not grow; faster calls are no evidence), own time per call, a widened cross-span gap, error spans;
 - logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
   stopped;
@@ -89,7 +90,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -121,6 +122,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                            median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
         rows["own"] = own_time(job)
+        rows["led"] = requests_that_led(job)
     # changes (deployments, config pushes, scaling) in the window or shortly before it
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
@@ -251,14 +253,18 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
     b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
     load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
     for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
-        # Rates are compared with the baseline scaled by the change in user traffic, so that a busier
-        # window does not make every service look anomalous.
-        b_rate, w_rate = load * b / b_min, w / w_min
-        expected = b_rate * w_min
+        # Calls are compared with what the callers' own requests would have made: the baseline's calls
+        # scaled by how many of the requests that led to them (the parent operations) the callers still
+        # served. A callee whose callers stopped getting those requests lost its calls upstream (a
+        # symptom); one whose callers still get them but no longer reach it is out. Entry spans, which
+        # have no caller, are scaled by the change in user traffic.
+        via = rows["led"].get(name)
+        expected = b * via[1] / via[0] if via and via[0] else load * b / b_min * w_min
+        b_rate, w_rate = expected / w_min, w / w_min
         # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
         beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
         if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
-            yield name, (60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min before)", "calls")
+            yield name, (60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min expected)", "calls")
         elif b_rate >= 1 and w_rate < b_rate and beyond_chance:
             # only fewer calls: more calls are the callers' doing (user traffic, a new call pattern,
             # retries), not the entity's; fewer mean requests fail or stall before they reach it
@@ -324,6 +330,24 @@ def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
         mad = statistics.median(abs(v - median) for v in values)
         spread = max(1.4826 * mad, floor(median, metric))
         out += [(entity, metric, (value - median) / spread) for entity, value in members]
+    return out
+
+
+def requests_that_led(job: Job) -> dict[str, tuple[int, int]]:
+    """service or pod -> (baseline, window) counts of the caller spans whose operations called it in the
+    baseline: the requests its callers served that used to lead to it."""
+    base, win = job.in_baseline("traces", "p.start"), job.in_window("p.start")
+    out = {}
+    for column in ("svc", "entity"):
+        for name, b, w in job.query(f"""
+                WITH led AS (SELECT DISTINCT c.{column} AS callee, p.svc AS caller, p.operation AS op
+                             FROM spans c JOIN spans p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
+                             WHERE p.svc <> c.svc AND c.{column} IS NOT NULL
+                               AND {job.in_baseline('traces', 'c.start')})
+                SELECT led.callee, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
+                FROM led JOIN spans p ON p.svc = led.caller AND p.operation IS NOT DISTINCT FROM led.op
+                GROUP BY 1"""):
+            out[name] = (b, w)
     return out
 
 
