@@ -419,3 +419,59 @@ def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
     found = scores(Job.load(job), replace(DEFAULT, client_weight=0.0))["frontend"]
     client = [why for s, why, _ in found if why.startswith("client_latency_ms")]
     assert client and not any("before the onset" in why for why in client)
+
+
+METRICS = "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE"
+
+
+def _add_metrics(job: Path, series: dict[tuple[str, str], tuple[float, float]]) -> None:
+    """make_job's metrics plus each (entity, metric): its value in the baseline and from minute 12 on."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    rows += [(dt.datetime(2024, 1, 1, 0, minute), entity, metric, (hi if minute >= 12 else lo) + 0.001 * (minute % 3))
+             for (entity, metric), (lo, hi) in series.items() for minute in range(20)]
+    _write(job, "metrics", METRICS, rows)
+
+
+def _metric_score(job: Job, entity: str, metric: str) -> float:
+    return next(s for s, why, _ in scores(job)[entity] if why.startswith(metric + " "))
+
+
+def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path):
+    # a pod's client-side p99 jumps from 5 ms to 28.8 s (one slow call of a sparse series) while the
+    # latency of the requests it serves stays flat: background work, not what its users wait on
+    flat = tmp_path / "flat"
+    _add_metrics(make_job(flat), {("checkout-pod-1", "client_latency_p99_s"): (0.005, 28.8),
+                                  ("checkout-pod-1", "server_latency_p99_s"): (0.02, 0.02)})
+    rose = tmp_path / "rose"
+    _add_metrics(make_job(rose), {("checkout-pod-1", "client_latency_p99_s"): (0.005, 28.8),
+                                  ("checkout-pod-1", "server_latency_p99_s"): (0.02, 2.0)})
+    background, served = (_metric_score(Job.load(j), "checkout-pod-1", "client_latency_p99_s") for j in (flat, rose))
+    assert background == pytest.approx(DEFAULT.client_weight * served)
+
+
+def test_the_users_entry_point_is_measured_from_outside(tmp_path):
+    # the entry's latency is the whole system's, seen by its users: weighed as a client-side measurement
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.close()
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           rows + [("entry", "entry", None, None), ("gateway", "service", "gateway", None)])
+    _add_metrics(job, {("entry", "latency_p90_s"): (0.1, 3.0), ("gateway", "latency_p90_s"): (0.1, 3.0)})
+    loaded = Job.load(job)
+    assert _metric_score(loaded, "entry", "latency_p90_s") == pytest.approx(
+        DEFAULT.client_weight * _metric_score(loaded, "gateway", "latency_p90_s"))
+
+
+def test_a_slower_entity_whose_own_time_did_not_grow_is_waiting(tmp_path):
+    # no topology: only the traces tell that frontend's slower requests are checkout's time (frontend's own
+    # time per call stays 15-20 ms while its latency rises 30 -> 310 ms)
+    job = make_job(tmp_path / "j")
+    _write(job, "relations", "src VARCHAR, dst VARCHAR, kind VARCHAR", [("checkout-pod-1", "checkout", "instance_of")])
+    found = scores(Job.load(job))
+    frontend = next((s, why) for s, why, _ in found["frontend"] if why.startswith("latency_ms"))
+    checkout = next((s, why) for s, why, _ in found["checkout"] if why.startswith("latency_ms"))
+    assert "own time per call did not grow" in frontend[1] and "own time" not in checkout[1]
+    assert frontend[0] == pytest.approx(DEFAULT.symptom * checkout[0], rel=0.05)

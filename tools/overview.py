@@ -2,8 +2,10 @@
 
 Signals, each turned into a comparable score (the mechanism of each is in the comment where it is scored):
 - metrics: deviation in floored sigmas, the floor in the metric's unit, log-compressed; an improvement of a
-  quality metric is no evidence; client-side measurements and a latency that a callee's explains weigh
-  less; a pod with no history against its peers; without a baseline, a pod against its replicas;
+  quality metric is no evidence; client-side measurements (and the users' entry point) weigh less, less
+  again a client-side latency of an entity whose served latency did not rise; a latency that a callee's
+  explains, or that the entity's own time per call (traces) does not, weighs less; a pod with no history
+  against its peers; without a baseline, a pod against its replicas;
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
   and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
@@ -13,7 +15,7 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
 A signal the window already showed before the onset found inside it weighs less: the baseline period
 differs from this day in more than the fault (another mix of requests).
-Rates are counts over the time a table recorded, against the baseline scaled by the change in user traffic.
+Rates are counts over the time a table recorded.
 A service inherits its pods' metric and log signals. No system, dataset or service is named here (a test
 checks).
 """
@@ -221,21 +223,38 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
                in rows["newborn"]]
     rises = {(e, m): second(hi) - b for e, m, b, _, _, hi in rows["metrics"]
              if b is not None and hi and LATENCY.search(m)}
+    own = {name: _own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
+    # entities with a served-side latency series (not client-side), and those whose served latency rose
+    served, served_rose = set(), set()
+    for e, m, b, sd, lo, hi in rows["metrics"]:
+        if LATENCY.search(m) and "client" not in m.lower() and b is not None:
+            served.add(e)
+            if deviation(b, sd, second(lo), second(hi), m) >= params.z_min:
+                served_rose.add(e)
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
         if abs(z) < params.z_min or _better(metric, z):
             continue
-        # a client-side measurement (a client latency metric, or any metric of an external endpoint,
-        # which only its callers observe) says as much about the caller's side as about the entity
+        # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
+        # only its callers observe, or of the users' entry point, which measures the whole system from
+        # outside) says as much about the callee side as about the entity
         ent = job.entities.get(entity)
-        client = "client" in metric.lower() or (ent is not None and ent.kind == "external")
+        client = "client" in metric.lower() or (ent is not None and ent.kind in ("external", "entry"))
         weight = params.client_weight if client else 1.0
+        if client and LATENCY.search(metric) and entity in served and entity not in served_rose:
+            # its calls to its dependencies got slower but the requests it serves did not: background or
+            # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
+            weight *= params.client_weight
         # a latency that rose no more than a callee's same latency is time spent waiting on that callee
         rise = rises.get((entity, metric), 0.0)
         waiting = z > 0 and rise > 0 and next((c for c in sorted(_callees(job).get(entity, ()))
                                                if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
         if waiting:
             weight *= params.waiting
+        elif z > 0 and LATENCY.search(metric) and not client and own.get(entity) is False:
+            # its requests got slower but the time it spends itself did not (traces): it waits on callees
+            weight *= params.symptom
+            note += " (its own time per call did not grow)"
         yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
                        f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
                        + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
@@ -271,15 +290,11 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
             s = _log_ratio(w_rate, b_rate)
             if s >= params.call_min:
                 yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
-        own_b, own_w = rows["own"].get(name, (None, None))
-        own_rose = None   # unknown without own times
-        if b and w and own_b is not None and own_w is not None:
-            # time spent in the entity itself per call (its spans minus their children): what it adds to
-            # a request, as opposed to what its callees add
-            s = _log_ratio(own_w / w, own_b / b)
-            own_rose = own_w / w - own_b / b >= GAP_MIN_MS and s >= params.call_min
-            if own_rose:
-                yield name, (s, f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms", "calls")
+        own_rose = _own_time_rose(rows, name, b, w, params)
+        if own_rose:
+            own_b, own_w = rows["own"][name]
+            yield name, (_log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
+                         "calls")
         if b95 is not None and w95 is not None and w95 > b95:
             # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
             # faster shows it by its errors, scored below and from its logs)
@@ -296,6 +311,15 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
                 yield name, (s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls")
         if err:
             yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
+
+
+def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
+    """Whether the time spent in the entity itself per call (its spans minus their children: what it adds
+    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)."""
+    own_b, own_w = rows["own"].get(name, (None, None))
+    if not (b and w and own_b is not None and own_w is not None):
+        return None
+    return own_w / w - own_b / b >= GAP_MIN_MS and _log_ratio(own_w / w, own_b / b) >= params.call_min
 
 
 def _callees(job: Job) -> dict[str, set[str]]:
