@@ -475,3 +475,29 @@ def test_a_slower_entity_whose_own_time_did_not_grow_is_waiting(tmp_path):
     checkout = next((s, why) for s, why, _ in found["checkout"] if why.startswith("latency_ms"))
     assert "own time per call did not grow" in frontend[1] and "own time" not in checkout[1]
     assert frontend[0] == pytest.approx(DEFAULT.symptom * checkout[0], rel=0.05)
+
+
+def _culprit(path: Path) -> tuple[str, str]:
+    lab = yaml.safe_load((path.parent.parent / "labels" / f"{path.name}.yaml").read_text())
+    return lab["root_causes"][0]["entity"], lab["root_causes"][0]["service"]
+
+
+def test_on_a_real_job_calls_lost_upstream_are_no_outage(job_of):
+    # TrainTicket, an exception in one service at 10:20: the requests that led to two other services
+    # stopped reaching their callers, so those services got no calls; they are not called out
+    path = job_of("2023-01-29_10_20")
+    job = Job.load(path)
+    found = scores(job)
+    stopped = [e for e, sigs in found.items() if any("STOPPED" in why for _, why, _ in sigs)]
+    assert stopped == []
+    assert ranking(job)[0][0] in _culprit(path)
+
+
+def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
+    # Online Boutique, network delay on one pod at 04:27: the front end's served latency rose but its own
+    # time per call (traces) did not, so it ranks below the delayed pod
+    path = job_of("2022-08-22_04_27")
+    job = Job.load(path)
+    front = [why for _, why, _ in scores(job).get("frontend", []) if "ServerLatency" in why]
+    assert front and all("own time per call did not grow" in why for why in front)
+    assert ranking(job)[0][0] in _culprit(path)
