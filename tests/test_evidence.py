@@ -501,3 +501,45 @@ def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
     front = [why for _, why, _ in scores(job).get("frontend", []) if "ServerLatency" in why]
     assert front and all("own time per call did not grow" in why for why in front)
     assert ranking(job)[0][0] in _culprit(path)
+
+
+def _two_callees(tmp_path: Path, extra_ms: dict[str, float]) -> Job:
+    """make_job with traces of its own: frontend calls checkout in one kind of request and search in another,
+    one child each; in the window, frontend's span of a call to X lasts extra_ms[X] longer than before
+    around the same child (the time between the two services)."""
+    job = make_job(tmp_path / "j")
+    spans = []
+    for minute in range(20):
+        for i in range(6):
+            at = dt.datetime(2024, 1, 1, 0, minute, i * 10)
+            for callee, child_ms in (("checkout", 20.0), ("search", 10.0)):
+                gap = 2.0 + (extra_ms.get(callee, 0.0) if minute >= 10 else 0.0) + 0.1 * (i % 3)
+                trace = f"{callee}-{minute}-{i}"
+                spans += [(trace, f"{trace}-p", None, at, child_ms + gap, "frontend", "frontend", f"GET /{callee}", "OK"),
+                          (trace, f"{trace}-c", f"{trace}-p", at, child_ms, callee, callee, callee, "OK")]
+    _write(job, "traces", SPANS, spans)
+    return Job.load(job)
+
+
+def test_a_gap_that_widened_on_every_call_of_one_caller_is_the_callers_side(tmp_path):
+    found = scores(_two_callees(tmp_path / "both", {"checkout": 50.0, "search": 50.0}))
+    gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
+    assert gaps["frontend"] and "widened on 2 of its 2 callees" in gaps["frontend"][0]
+    assert not gaps.get("checkout") and not gaps.get("search")
+    # one callee's calls only: its side (its network, its queue), not the caller's
+    found = scores(_two_callees(tmp_path / "one", {"search": 50.0}))
+    gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
+    assert gaps["search"] and "widened on 1 of its 1 callers" in gaps["search"][0]
+    assert not gaps.get("frontend") and not gaps.get("checkout")
+
+
+def test_on_a_real_job_a_starved_caller_owns_the_gaps_of_its_calls(job_of):
+    # Online Boutique, CPU contention on the front end at 03:53: the gap widened on its calls to every
+    # callee, which is the front end's side, not its callees'
+    path = job_of("2022-08-22_03_53")
+    job = Job.load(path)
+    found = scores(job)
+    front = [why for _, why, _ in found["frontend"] if why.startswith("cross-span gap")]
+    assert front and re.search(r"widened on (\d+) of its \1 callees", front[0])
+    assert not any(why.startswith("cross-span gap") for _, why, _ in found.get("productcatalogservice", []))
+    assert ranking(job)[0][0] in _culprit(path)

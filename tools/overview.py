@@ -9,7 +9,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
   and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
-  did not grow; faster calls are no evidence), own time per call, a widened cross-span gap, error spans;
+  did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
+  (the caller's side when it widened on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
   stopped;
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
@@ -92,7 +93,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": []}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -120,11 +121,15 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                            count(*) FILTER (WHERE {win} AND {ERR}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
-                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
-                           median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
+                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
         rows["own"] = own_time(job)
         rows["led"] = requests_that_led(job)
+        for caller, callee in (("caller", "callee"), ("caller_pod", "callee_pod")):   # columns of edges
+            rows["gaps"] += job.query(f"""
+                    SELECT {caller}, {callee}, median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
+                    FROM edges WHERE {caller} IS NOT NULL AND {callee} IS NOT NULL AND gap_ms IS NOT NULL
+                    GROUP BY 1, 2""")
     # changes (deployments, config pushes, scaling) in the window or shortly before it
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
@@ -150,7 +155,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params),
+    for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params), _gap_signals(rows, params),
                    _log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
                                 job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
@@ -271,7 +276,7 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from the calls it received (traces), per service and per pod."""
     b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
     load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
-    for name, b, w, err, b95, w95, bgap, wgap in rows["calls"]:
+    for name, b, w, err, b95, w95 in rows["calls"]:
         # Calls are compared with what the callers' own requests would have made: the baseline's calls
         # scaled by how many of the requests that led to them (the parent operations) the callers still
         # served. A callee whose callers stopped getting those requests lost its calls upstream (a
@@ -304,13 +309,35 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
                 weight = params.symptom if own_rose is False else 1.0
                 yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
                              + (" (waiting on callees)" if weight < 1 else ""), "calls")
-        if bgap is not None and wgap is not None and wgap - max(bgap, 0.0) >= GAP_MIN_MS:
-            # only a wider gap (time spent between a caller's call and the callee's span: network, queues)
-            s = _log_ratio(wgap, bgap)
-            if s >= params.call_min:
-                yield name, (s, f"cross-span gap {bgap:.1f}->{wgap:.1f} ms", "calls")
         if err:
             yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
+
+
+def _gap_signals(rows: dict, params: RankingParams):
+    """(entity, signal) from the cross-span gap of each call edge (the caller's span minus the callee's:
+    time spent between the two, in the network, queues or the caller's own sending and reading), only
+    where it widened. A caller whose calls widened to several callees, most of its callees, is itself slow
+    to send and read (a starved caller): the gap is its side, not theirs. Otherwise the gap is the callee's
+    side (its network, its queue). Each side is weighed by the share of its edges that widened."""
+    wide = {}
+    for caller, callee, bgap, wgap in rows["gaps"]:
+        if bgap is not None and wgap is not None:
+            s = _log_ratio(wgap, bgap)
+            wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
+                                      else None)
+    out, into = defaultdict(list), defaultdict(list)
+    for (caller, callee), w in wide.items():
+        out[caller].append(w)
+    starved = {c for c, ws in out.items() if sum(1 for w in ws if w) >= 2 and 2 * sum(1 for w in ws if w) >= len(ws)}
+    for (caller, callee), w in wide.items():
+        into[callee].append(None if caller in starved else w)
+    for side, edges_of, names in (("callees", out, starved), ("callers", into, None)):
+        for name, found in edges_of.items():
+            widened = sorted(w for w in found if w)
+            if widened and (names is None or name in names):
+                s, bgap, wgap = widened[-1]
+                yield name, (s * len(widened) / len(found), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (widened "
+                                                            f"on {len(widened)} of its {len(found)} {side})", "calls")
 
 
 def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
