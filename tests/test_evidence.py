@@ -17,7 +17,7 @@ import yaml
 from rcagent.job import Job
 from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.common import deviation, second
-from rcagent.tools.overview import DEFAULT, overview, ranking, scores, traffic_factor
+from rcagent.tools.overview import DEFAULT, overview, ranking, scores, traffic_factor, _own_time_rose
 from tests.hostile import make_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -543,3 +543,11 @@ def test_on_a_real_job_a_starved_caller_owns_the_gaps_of_its_calls(job_of):
     assert front and re.search(r"widened on (\d+) of its \1 callees", front[0])
     assert not any(why.startswith("cross-span gap") for _, why, _ in found.get("productcatalogservice", []))
     assert ranking(job)[0][0] in _culprit(path)
+
+
+def test_an_entity_that_calls_nothing_waits_on_nothing():
+    # a leaf's time is all its own: its slower calls are never put down to waiting on callees, however
+    # little its mean own time grew
+    rows = {"own": {"leaf": (47.0 * 400, 57.0 * 500), "caller": (47.0 * 400, 57.0 * 500)}, "callers": {"caller"}}
+    assert _own_time_rose(rows, "leaf", 400, 500, DEFAULT) is None
+    assert _own_time_rose(rows, "caller", 400, 500, DEFAULT) is False

@@ -93,7 +93,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": []}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": [], "callers": set()}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -125,6 +125,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
         rows["own"] = own_time(job)
         rows["led"] = requests_that_led(job)
+        rows["callers"] = {name for pair in job.query(f"SELECT DISTINCT caller, caller_pod FROM edges WHERE {win}")
+                           for name in pair if name}
         for caller, callee in (("caller", "callee"), ("caller_pod", "callee_pod")):   # columns of edges
             rows["gaps"] += job.query(f"""
                     SELECT {caller}, {callee}, median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
@@ -342,9 +344,10 @@ def _gap_signals(rows: dict, params: RankingParams):
 
 def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
     """Whether the time spent in the entity itself per call (its spans minus their children: what it adds
-    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)."""
+    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)
+    or when it made no calls in the window (all its time is its own)."""
     own_b, own_w = rows["own"].get(name, (None, None))
-    if not (b and w and own_b is not None and own_w is not None):
+    if not (b and w and own_b is not None and own_w is not None) or name not in rows["callers"]:
         return None
     return own_w / w - own_b / b >= GAP_MIN_MS and _log_ratio(own_w / w, own_b / b) >= params.call_min
 
