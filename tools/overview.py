@@ -258,7 +258,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
                                                if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
         if waiting:
             weight *= params.waiting
-        elif z > 0 and LATENCY.search(metric) and not client and own.get(entity) is False:
+        elif z > 0 and LATENCY.search(metric) and not client and _waits(rows, entity, own.get(entity)):
             # its requests got slower but the time it spends itself did not (traces): it waits on callees
             weight *= params.symptom
             note += " (its own time per call did not grow)"
@@ -308,7 +308,7 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
             s = _log_ratio(w95, b95)
             if s >= params.call_min:
                 # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
-                weight = params.symptom if own_rose is False else 1.0
+                weight = params.symptom if _waits(rows, name, own_rose) else 1.0
                 yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
                              + (" (waiting on callees)" if weight < 1 else ""), "calls")
         if err:
@@ -342,12 +342,17 @@ def _gap_signals(rows: dict, params: RankingParams):
                                                             f"on {len(widened)} of its {len(found)} {side})", "calls")
 
 
+def _waits(rows: dict, name: str, own_rose: bool | None) -> bool:
+    """Whether a slower entity waits on its callees: its own time per call did not grow while it made calls
+    (an entity that calls nothing waits on nothing: all its time is its own)."""
+    return own_rose is False and name in rows["callers"]
+
+
 def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
     """Whether the time spent in the entity itself per call (its spans minus their children: what it adds
-    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)
-    or when it made no calls in the window (all its time is its own)."""
+    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)."""
     own_b, own_w = rows["own"].get(name, (None, None))
-    if not (b and w and own_b is not None and own_w is not None) or name not in rows["callers"]:
+    if not (b and w and own_b is not None and own_w is not None):
         return None
     return own_w / w - own_b / b >= GAP_MIN_MS and _log_ratio(own_w / w, own_b / b) >= params.call_min
 
