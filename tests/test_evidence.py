@@ -500,7 +500,8 @@ def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
     job = Job.load(path)
     front = [why for _, why, _ in scores(job).get("frontend", []) if "ServerLatency" in why]
     assert front and all("own time per call did not grow" in why for why in front)
-    order = [e for e, _, _ in ranking(job, kind="pod")]
+    # (the delayed pod's only signal is its network bytes: with the defaults it weighs as resource use alone)
+    order = [e for e, _, _ in ranking(job, kind="pod", params=replace(DEFAULT, resource_only=1.0))]
     assert order.index(_culprit(path)[0]) < order.index(next(e for e in order if e.startswith("frontend")))
 
 
@@ -552,3 +553,31 @@ def test_an_entity_that_calls_nothing_waits_on_nothing():
     rows = {"own": {"leaf": (47.0 * 400, 57.0 * 500), "caller": (47.0 * 400, 57.0 * 500)}, "callers": {"caller"}}
     assert _own_time_rose(rows, "leaf", 400, 500, DEFAULT) is False
     assert not _waits(rows, "leaf", False) and _waits(rows, "caller", False)
+
+
+def test_an_entity_with_no_sign_of_serving_worse_weighs_less(tmp_path):
+    # the node's disk reads triple and a pod's client-side latency jumps: resources and a view of others;
+    # checkout's own latency and errors rise: it serves worse
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.close()
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           rows + [("batch", "service", "batch", None)])
+    _add_metrics(job, {("node-1", "disk_reads"): (30.0, 90.0), ("batch", "client_latency_s"): (0.01, 2.0)})
+    loaded = Job.load(job)
+    weighed = {e: s for e, s, _ in ranking(loaded)}
+    plain = {e: s for e, s, _ in ranking(loaded, params=replace(DEFAULT, resource_only=1.0))}
+    for entity in ("node-1", "batch"):
+        assert weighed[entity] == pytest.approx(DEFAULT.resource_only * plain[entity], abs=0.1)
+    assert weighed["checkout"] == plain["checkout"]
+
+
+def test_on_a_real_job_resource_use_alone_weighs_less_than_serving_worse(job_of):
+    # TrainTicket, an exception in one service at 10:50: another pod's syscalls rise five-fold and its
+    # client-side latency jumps, but nothing it serves got worse; the culprit's routine line stopped
+    path = job_of("2023-01-29_10_50")
+    job = Job.load(path)
+    assert ranking(job)[0][0] in _culprit(path)
+    plain = ranking(job, params=replace(DEFAULT, resource_only=1.0))
+    assert plain[0][0] not in _culprit(path)

@@ -14,8 +14,10 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
   stopped;
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
-A signal the window already showed before the onset found inside it weighs less: the baseline period
-differs from this day in more than the fault (another mix of requests).
+An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
+weighs less: load and its dependencies explain such moves. A signal the window already showed before the
+onset found inside it weighs less: the baseline period differs from this day in more than the fault
+(another mix of requests).
 Rates are counts over the time a table recorded.
 A service inherits its pods' metric and log signals. No system, dataset or service is named here (a test
 checks).
@@ -84,6 +86,7 @@ class RankingParams:
     symptom: float = 0.5        # weight of a latency that its callees explain (the entity's own time did not grow)
     waiting: float = 0.5        # weight of a latency metric that rose no more than a callee's (topology)
     preexisting: float = 0.5    # weight of a signal the window already showed before the incident's onset
+    resource_only: float = 0.5  # weight of an entity with no sign of serving worse (only resources, client side)
 
 
 DEFAULT = RankingParams()
@@ -500,6 +503,12 @@ def _worse_service(reason: str, source: str) -> bool:
     return (" down " in reason) == _higher_is_better(reason)
 
 
+def _client_side(reason: str, source: str) -> bool:
+    """A metric signal of a client-side measurement (what the entity saw of its dependencies)."""
+    metric = re.match(r"(.*?) (up|down) [0-9]", reason)
+    return source == "metrics" and metric is not None and "client" in metric.group(1).lower()
+
+
 def _better(metric: str, z: float) -> bool:
     """A quality metric that moved the good way (a success rate or availability up; errors, failures,
     latency down): an improvement is no evidence of a fault."""
@@ -521,6 +530,10 @@ def ranking(job: Job, kind: str | None = None,
             best[src] = max(best.get(src, 0.0), s)
         top = sorted(best.values(), reverse=True)
         score = top[0] + params.secondary * sum(top[1:])
+        if not any(_worse_service(why, src) and not _client_side(why, src) for _, why, src in sigs):
+            # no sign that it serves worse (no errors, latency of its own, failing or missing calls, error
+            # logs): its resource use or its view of its dependencies moved, which load and callees explain
+            score *= params.resource_only
         out.append((entity, round(score, 1), [r for _, r, _ in sigs[:3]]))
     # Ties are broken by name: DuckDB's GROUP BY returns groups in no fixed order, and the ranking must
     # not depend on it (a job, a model and a seed give the same run).
