@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Callable
 
@@ -133,7 +133,7 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
 def table(results: list[dict]) -> str:
     head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1",
             "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1", "random PR@1",
-            "chosen on the others (z_min, call_min, client_weight, secondary, symptom, waiting, preexisting)",
+            f"chosen on the others ({', '.join(f.name for f in fields(RankingParams))})",
             "chosen for no baseline"]
     rows = [[r["group"], r["cases"], *(pct(r[k]) for k in ("overview_pr1", "overview_rr", "defaults_pr1",
                                                             "no_baseline_pr1", "no_baseline_same_pr1", "nsigma_pr1",
