@@ -517,7 +517,8 @@ def _two_callees(tmp_path: Path, extra_ms: dict[str, float]) -> Job:
             for callee, child_ms in (("checkout", 20.0), ("search", 10.0)):
                 gap = 2.0 + (extra_ms.get(callee, 0.0) if minute >= 10 else 0.0) + 0.1 * (i % 3)
                 trace = f"{callee}-{minute}-{i}"
-                spans += [(trace, f"{trace}-p", None, at, child_ms + gap, "frontend", "frontend", f"GET /{callee}", "OK"),
+                spans += [(trace, f"{trace}-p", None, at, child_ms + gap, "frontend", "frontend", f"GET /{callee}",
+                           "OK"),
                           (trace, f"{trace}-c", f"{trace}-p", at, child_ms, callee, callee, callee, "OK")]
     _write(job, "traces", SPANS, spans)
     return Job.load(job)

@@ -96,7 +96,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": [], "callers": set()}
+    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": [],
+                  "callers": set()}
     if job.rows.get("metrics") and job.rows.get("entities"):
         # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
         # against the baseline of the other pods of their service (the peers they join or replace)
@@ -333,7 +334,8 @@ def _gap_signals(rows: dict, params: RankingParams):
     out, into = defaultdict(list), defaultdict(list)
     for (caller, callee), w in wide.items():
         out[caller].append(w)
-    starved = {c for c, ws in out.items() if sum(1 for w in ws if w) >= 2 and 2 * sum(1 for w in ws if w) >= len(ws)}
+    widened_out = {caller: sum(1 for w in ws if w) for caller, ws in out.items()}
+    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * n >= len(out[c])}
     for (caller, callee), w in wide.items():
         into[callee].append(None if caller in starved else w)
     for side, edges_of, names in (("callees", out, starved), ("callers", into, None)):
