@@ -434,6 +434,14 @@ def _add_metrics(job: Path, series: dict[tuple[str, str], tuple[float, float]]) 
     _write(job, "metrics", METRICS, rows)
 
 
+def _add_entities(job: Path, entities: list[tuple]) -> None:
+    """make_job's entities plus these (id, kind, service, node)."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.close()
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR", rows + entities)
+
+
 def _metric_score(job: Job, entity: str, metric: str) -> float:
     return next(s for s, why, _ in scores(job)[entity] if why.startswith(metric + " "))
 
@@ -454,11 +462,7 @@ def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path)
 def test_the_users_entry_point_is_measured_from_outside(tmp_path):
     # the entry's latency is the whole system's, seen by its users: weighed as a client-side measurement
     job = make_job(tmp_path / "j")
-    con = duckdb.connect()
-    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
-    con.close()
-    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
-           rows + [("entry", "entry", None, None), ("gateway", "service", "gateway", None)])
+    _add_entities(job, [("entry", "entry", None, None), ("gateway", "service", "gateway", None)])
     _add_metrics(job, {("entry", "latency_p90_s"): (0.1, 3.0), ("gateway", "latency_p90_s"): (0.1, 3.0)})
     loaded = Job.load(job)
     assert _metric_score(loaded, "entry", "latency_p90_s") == pytest.approx(
@@ -560,11 +564,7 @@ def test_an_entity_with_no_sign_of_serving_worse_weighs_less(tmp_path):
     # the node's disk reads triple and a pod's client-side latency jumps: resources and a view of others;
     # checkout's own latency and errors rise: it serves worse
     job = make_job(tmp_path / "j")
-    con = duckdb.connect()
-    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
-    con.close()
-    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
-           rows + [("batch", "service", "batch", None)])
+    _add_entities(job, [("batch", "service", "batch", None)])
     _add_metrics(job, {("node-1", "disk_reads"): (30.0, 90.0), ("batch", "client_latency_s"): (0.01, 2.0)})
     loaded = Job.load(job)
     weighed = {e: s for e, s, _ in ranking(loaded)}
