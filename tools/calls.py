@@ -14,7 +14,8 @@ from rcagent.tools.common import fmt
 
 
 def edges(job: Job) -> str:
-    """A temp table of cross-service calls: one row per child span whose parent is in another service."""
+    """A temp table of cross-service calls: one row per child span whose parent is in another service (the
+    parent's operation as caller_operation)."""
     if "edges" not in job.cache:
         job.con.execute("""
             CREATE OR REPLACE TEMP TABLE spans AS
@@ -25,11 +26,13 @@ def edges(job: Job) -> str:
             CREATE OR REPLACE TEMP TABLE edges AS
             SELECT c.start, c.trace_id, p.svc AS caller, p.entity AS caller_pod, c.svc AS callee,
                    c.entity AS callee_pod, c.operation, c.duration_ms, c.status,
-                   CASE WHEN c.siblings = 1 THEN p.duration_ms - c.duration_ms END AS gap_ms
+                   CASE WHEN c.siblings = 1 THEN p.duration_ms - c.duration_ms END AS gap_ms,
+                   p.operation AS caller_operation
             FROM spans c JOIN spans p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
             WHERE p.svc <> c.svc
             UNION ALL
-            SELECT c.start, c.trace_id, '(entry)', NULL, c.svc, c.entity, c.operation, c.duration_ms, c.status, NULL
+            SELECT c.start, c.trace_id, '(entry)', NULL, c.svc, c.entity, c.operation, c.duration_ms, c.status, NULL,
+                   NULL
             FROM spans c WHERE c.parent_id IS NULL""")
         job.cache["edges"] = True
     return "edges"

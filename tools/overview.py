@@ -402,12 +402,11 @@ def requests_that_led(job: Job) -> dict[str, tuple[int, int]]:
     baseline: the requests its callers served that used to lead to it."""
     base, win = job.in_baseline("traces", "p.start"), job.in_window("p.start")
     out = {}
-    for column in ("svc", "entity"):
+    for column in ("callee", "callee_pod"):   # a column of the edges table
         for name, b, w in job.query(f"""
-                WITH led AS (SELECT DISTINCT c.{column} AS callee, p.svc AS caller, p.operation AS op
-                             FROM spans c JOIN spans p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
-                             WHERE p.svc <> c.svc AND c.{column} IS NOT NULL
-                               AND {job.in_baseline('traces', 'c.start')})
+                WITH led AS (SELECT DISTINCT {column} AS callee, caller, caller_operation AS op FROM edges
+                             WHERE caller <> '(entry)' AND {column} IS NOT NULL
+                               AND {job.in_baseline('traces', 'start')})
                 SELECT led.callee, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
                 FROM led JOIN spans p ON p.svc = led.caller AND p.operation IS NOT DISTINCT FROM led.op
                 GROUP BY 1"""):
