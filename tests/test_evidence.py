@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_success_rate_drop_of_a_few_points_counts():
     assert deviation(100.0, 0.0, 85.0, 100.0, "success_rate(%)") <= -15
     assert abs(deviation(100.0, 0.0, 85.0, 100.0, "requests")) < 3       # a count: 15% is within its floor
+    # a rate whose name carries no unit is read as a percentage (or a ratio, below 1) all the same
+    assert deviation(100.0, 0.0, 95.0, 100.0, "availability_average") <= -5
+    assert deviation(1.0, 0.0, 0.95, 1.0, "success_ratio") <= -5
 
 
 def test_a_blip_on_a_millisecond_series_in_seconds_does_not_dominate():

@@ -36,6 +36,7 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
 
 
 SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
+RATE = re.compile(r"(?i)(success|availab)")
 MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
 
 
@@ -56,6 +57,8 @@ def floor(mean: float, metric: str = "") -> float:
     """The smallest standard deviation a series of this metric is given (see deviation)."""
     if "%" in metric:   # a percentage: a few points matter whatever the level
         return 1.0
+    if RATE.search(metric):   # a success rate or availability without a unit: a percentage or a ratio
+        return 1.0 if abs(mean) > 1 else 0.01
     least = max(0.1 * abs(mean), 1e-3)
     if SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
         return max(least, 0.01)
@@ -69,7 +72,8 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
     does not count) from the baseline mean, in floored standard deviations.
 
     The floor is in the unit of the metric, read from its name: a percentage has one point (a success rate
-    falling from 100% to 85% is 15 sd, however flat its baseline); a time in seconds at least 10 ms, in
+    falling from 100% to 85% is 15 sd, however flat its baseline), and so has a success rate or
+    availability whose name gives no unit (0.01 where it is a ratio); a time in seconds at least 10 ms, in
     milliseconds at least 10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
     baseline mean, and a small absolute amount, so that flat baselines do not turn noise into huge scores.
     A metric seen only in the window (no baseline) scores 0: nothing to compare.
