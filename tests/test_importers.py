@@ -108,3 +108,13 @@ def test_changerca_jobs_carry_every_rollout_alike_and_nothing_of_the_label(impor
         ranked = [rc.entity for rc in run_baseline(job, "recent-change").root_causes]
         assert set(ranked) == set(lab["changed_services"])
         job.con.close()
+
+
+def test_petsite_client_nodes_are_the_users_entry(imported, labels):
+    # X-Ray's client nodes measure the application from its callers' side: the entry, not a service
+    job_id = next(j for j, lab in labels.items() if lab["source"] == "petshop")
+    table = pq.read_table(imported["dest"] / "jobs" / job_id / "entities.parquet").to_pylist()
+    kinds = {row["id"]: row["kind"] for row in table}
+    clients = [e for e in kinds if e.endswith("_client")]
+    assert clients and all(kinds[e] == "entry" for e in clients)
+    assert kinds["PetSite"] == "service"

@@ -31,6 +31,8 @@ def _kind(name: str) -> str:
         return "queue"
     if name.endswith("_remote"):
         return "external"
+    if name.endswith("_client"):   # X-Ray's client node: the callers outside the application, its users
+        return "entry"
     return "service"
 
 
