@@ -512,16 +512,16 @@ def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
     assert order.index(_culprit(path)[0]) < order.index(next(e for e in order if e.startswith("frontend")))
 
 
-def _two_callees(tmp_path: Path, extra_ms: dict[str, float]) -> Job:
-    """make_job with traces of its own: frontend calls checkout in one kind of request and search in another,
-    one child each; in the window, frontend's span of a call to X lasts extra_ms[X] longer than before
-    around the same child (the time between the two services)."""
+def _two_callees(tmp_path: Path, extra_ms: dict[str, float], more: tuple[str, ...] = ()) -> Job:
+    """make_job with traces of its own: frontend calls checkout in one kind of request and search in another
+    (and each of `more` in a kind of its own), one child each; in the window, frontend's span of a call to X
+    lasts extra_ms[X] longer than before around the same child (the time between the two services)."""
     job = make_job(tmp_path / "j")
     spans = []
     for minute in range(20):
         for i in range(6):
             at = dt.datetime(2024, 1, 1, 0, minute, i * 10)
-            for callee, child_ms in (("checkout", 20.0), ("search", 10.0)):
+            for callee, child_ms in (("checkout", 20.0), ("search", 10.0), *((m, 5.0) for m in more)):
                 gap = 2.0 + (extra_ms.get(callee, 0.0) if minute >= 10 else 0.0) + 0.1 * (i % 3)
                 trace = f"{callee}-{minute}-{i}"
                 spans += [(trace, f"{trace}-p", None, at, child_ms + gap, "frontend", "frontend", f"GET /{callee}",
@@ -534,8 +534,18 @@ def _two_callees(tmp_path: Path, extra_ms: dict[str, float]) -> Job:
 def test_a_gap_that_widened_on_every_call_of_one_caller_is_the_callers_side(tmp_path):
     found = scores(_two_callees(tmp_path / "both", {"checkout": 50.0, "search": 50.0}))
     gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
-    assert gaps["frontend"] and "widened on 2 of its 2 callees" in gaps["frontend"][0]
+    assert gaps["frontend"] and "grew on 2 of its 2 callees" in gaps["frontend"][0]
     assert not gaps.get("checkout") and not gaps.get("search")
+    # widened far on two of four callees, a little (a few ms) on the others: still the caller's side
+    found = scores(_two_callees(tmp_path / "most", {"checkout": 50.0, "search": 50.0, "cart": 3.0, "ads": 3.0},
+                                more=("cart", "ads")))
+    gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
+    assert gaps["frontend"] and "grew on 4 of its 4 callees" in gaps["frontend"][0]
+    assert not any(gaps.get(c) for c in ("checkout", "search", "cart", "ads"))
+    # but widened on two of five with no change on the other three: the two callees' side
+    found = scores(_two_callees(tmp_path / "few", {"checkout": 50.0, "search": 50.0}, more=("cart", "ads", "mail")))
+    gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
+    assert not gaps.get("frontend") and gaps["checkout"] and gaps["search"]
     # one callee's calls only: its side (its network, its queue), not the caller's
     found = scores(_two_callees(tmp_path / "one", {"search": 50.0}))
     gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
@@ -550,9 +560,17 @@ def test_on_a_real_job_a_starved_caller_owns_the_gaps_of_its_calls(job_of):
     job = Job.load(path)
     found = scores(job)
     front = [why for _, why, _ in found["frontend"] if why.startswith("cross-span gap")]
-    assert front and re.search(r"widened on (\d+) of its \1 callees", front[0])
+    assert front and re.search(r"grew on (\d+) of its \1 callees", front[0])
     assert not any(why.startswith("cross-span gap") for _, why, _ in found.get("productcatalogservice", []))
     assert ranking(job)[0][0] in _culprit(path)
+    # CPU exhausted on the front end at 04:10: the gap widened far on two of its seven callees and grew a
+    # little on the other five: the front end's side again, and it ranks first
+    path = job_of("2022-08-22_04_10")
+    found = scores(Job.load(path))
+    front = [why for _, why, _ in found["frontend"] if why.startswith("cross-span gap")]
+    assert front and "grew on 7 of its 7 callees" in front[0]
+    assert not any(why.startswith("cross-span gap") for _, why, _ in found.get("checkoutservice", []))
+    assert ranking(Job.load(path))[0][0] in _culprit(path)
 
 
 def test_an_entity_that_calls_nothing_waits_on_nothing():

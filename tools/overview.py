@@ -10,7 +10,7 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
   and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
   did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
-  (the caller's side when it widened on most of one caller's calls, else the callee's);
+  (the caller's side when it grew on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
   stopped;
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
@@ -47,6 +47,7 @@ CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
+GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
@@ -322,29 +323,36 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
 def _gap_signals(rows: dict, params: RankingParams):
     """(entity, signal) from the cross-span gap of each call edge (the caller's span minus the callee's:
     time spent between the two, in the network, queues or the caller's own sending and reading), only
-    where it widened. A caller whose calls widened to several callees, most of its callees, is itself slow
-    to send and read (a starved caller): the gap is its side, not theirs. Otherwise the gap is the callee's
-    side (its network, its queue). Each side is weighed by the share of its edges that widened."""
-    wide = {}
+    where it widened. A caller whose gap grew to most of its callees, and widened to at least two, is itself
+    slow to send and read (a starved caller): the gap is its side, not theirs, and it is weighed by the
+    share of its callees whose gap grew. Otherwise the gap is the callee's side (its network, its queue),
+    weighed by the share of its callers' edges that widened."""
+    wide, grown = {}, {}
     for caller, callee, bgap, wgap in rows["gaps"]:
         if bgap is not None and wgap is not None:
             s = _log_ratio(wgap, bgap)
             wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
                                       else None)
-    out, into = defaultdict(list), defaultdict(list)
+            # grew at all, beyond the noise of a median: a caller slow on every call adds a little to each
+            grown[(caller, callee)] = wgap - max(bgap, 0.0) >= GAP_GREW_MS and wgap >= GAP_GREW * max(bgap, 0.0)
+    out, into, grew = defaultdict(list), defaultdict(list), defaultdict(int)
     for (caller, callee), w in wide.items():
         out[caller].append(w)
+        grew[caller] += grown[(caller, callee)]
     widened_out = {caller: sum(1 for w in ws if w) for caller, ws in out.items()}
-    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * n >= len(out[c])}
+    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * grew[c] >= len(out[c])}
     for (caller, callee), w in wide.items():
         into[callee].append(None if caller in starved else w)
-    for side, edges_of, names in (("callees", out, starved), ("callers", into, None)):
-        for name, found in edges_of.items():
-            widened = sorted(w for w in found if w)
-            if widened and (names is None or name in names):
-                s, bgap, wgap = widened[-1]
-                yield name, (s * len(widened) / len(found), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (widened "
-                                                            f"on {len(widened)} of its {len(found)} {side})", "calls")
+    for name in starved:
+        s, bgap, wgap = max(w for w in out[name] if w)
+        yield name, (s * grew[name] / len(out[name]), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (grew on "
+                                                       f"{grew[name]} of its {len(out[name])} callees)", "calls")
+    for name, found in into.items():
+        widened = sorted(w for w in found if w)
+        if widened:
+            s, bgap, wgap = widened[-1]
+            yield name, (s * len(widened) / len(found), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (widened "
+                                                        f"on {len(widened)} of its {len(found)} callers)", "calls")
 
 
 def _waits(rows: dict, name: str, own_rose: bool | None) -> bool:
