@@ -125,8 +125,9 @@ def labels(imported) -> dict[str, dict]:
 
 # The cases of the large archives that tests ask job_of() for: imported together, in one pass per archive
 # (each import of a case reads its whole day of metrics).
-NEZHA_TEST_CASES = {"2023-01-29_08_43", "2023-01-29_08_52", "2023-01-29_10_20", "2023-01-29_10_50",
-                    "2023-01-29_14_23", "2022-08-22_03_53", "2022-08-22_04_27", "2022-08-22_05_18"}
+NEZHA_TEST_CASES = {"2023-01-29_08_43", "2023-01-29_08_52", "2023-01-29_10_20", "2023-01-29_10_45",
+                    "2023-01-29_10_50", "2023-01-29_14_23", "2022-08-22_03_53", "2022-08-22_04_10",
+                    "2022-08-22_04_27", "2022-08-22_05_18"}
 
 
 @pytest.fixture(scope="session")

@@ -168,6 +168,32 @@ def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
     assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
 
 
+def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
+    # the same growth of error lines; in the second job they report another service's failure
+    found = {}
+    for case, text in (("own", "WARN f.Web#12 upstream timeout"), ("named", "WARN f.Web#12 no instance of checkout")):
+        job = make_job(tmp_path / case)
+        rows = []
+        for minute, second, t in _every_six_seconds():
+            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+            if minute >= 10 or second == 0:
+                rows.append((t, "frontend", "WARN", f"{t} {text}", None))
+        _write(job, "logs", LOGS, rows)
+        found[case] = next((s, why) for s, why, src in scores(Job.load(job))["frontend"] if src == "logs")
+    assert "naming another service" in found["named"][1] and "naming" not in found["own"][1]
+    assert found["named"][0] == pytest.approx(found["own"][0] * DEFAULT.symptom)
+
+
+def test_on_a_real_job_error_lines_about_another_service_do_not_outrank_the_culprit(job_of):
+    # TrainTicket, an exception in one service at 10:45: a caller logs "No instances available for" a
+    # third service throughout; those lines weigh as a symptom, and the culprit ranks first
+    path = job_of("2023-01-29_10_45")
+    job = Job.load(path)
+    caller = [why for _, why, src in scores(job)["ts-travel-service"] if src == "logs"]
+    assert caller and "100% naming another service" in caller[0]
+    assert ranking(job)[0][0] in _culprit(path)
+
+
 def test_a_caller_slowed_by_its_callee_ranks_below_the_callee(tmp_path):
     # make_job: frontend (320 ms) waits on checkout (300 ms); frontend's own time stays 15-20 ms
     found = scores(Job.load(make_job(tmp_path / "j")))

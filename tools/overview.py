@@ -11,8 +11,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
   did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
   (the caller's side when it grew on most of one caller's calls, else the callee's);
-- logs, per template: error-like lines beyond their share of the entity's own volume, a routine line that
-  stopped;
+- logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
+  another service: its failure as the entity saw it), a routine line that stopped;
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity.
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
 weighs less: load and its dependencies explain such moves. A signal the window already showed before the
@@ -144,12 +144,17 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
         # per entity and log template (numbers and long hex ids masked; a "#46" source line number kept):
         # lines in the baseline and in the window, and whether the lines read as warnings or errors
         base, win = job.in_baseline("logs"), job.in_window()
+        # and how many of the window's lines name another service (a failure of that one, as it saw it)
+        services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
         rows["logs"] = job.query(f"""
-                SELECT entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
+                SELECT l.entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
                                         '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
                        {ERROR_LIKE} AS bad,
-                       count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
-                FROM logs WHERE {base} OR {win} GROUP BY ALL""", ERROR_PARAMS)
+                       count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
+                       count(*) FILTER (WHERE {win} AND len(list_filter($services, lambda x: x <> coalesce(e.service, l.entity)
+                                                                             AND contains(message, x))) > 0)
+                FROM logs l LEFT JOIN entities e ON l.entity = e.id WHERE {base} OR {win} GROUP BY ALL""",
+                                 {**ERROR_PARAMS, "services": services})
     job.cache["overview_rows"] = rows
     return rows
 
@@ -449,8 +454,10 @@ def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: Ranking
     if w_min <= 0:   # the window holds at most one instant of logs: no rate to speak of
         return
     per: dict[str, list] = defaultdict(list)
-    for entity, line, bad, b, w in lines:
+    named: dict[str, int] = defaultdict(int)
+    for entity, line, bad, b, w, other in lines:
         per[entity].append((line, bad, b, w))
+        named[entity] += other if bad else 0
     for entity, items in per.items():
         b_all, w_all = sum(b for _, _, b, _ in items), sum(w for _, _, _, w in items)
         b_bad, w_bad = sum(b for _, bad, b, _ in items if bad), sum(w for _, bad, _, w in items if bad)
@@ -461,8 +468,13 @@ def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: Ranking
         if w_bad > expected:
             s = 10 * (w_bad - expected) / w_min / math.sqrt(expected / w_min + 1)
             if s >= params.call_min:
-                yield entity, (min(s, 100.0), f"error-like logs {expected / w_min:.1f}->{w_bad / w_min:.1f}/min "
-                                              f"(expected from its log volume)", "logs")
+                # lines that name another service report that one's failure as the entity saw it (a
+                # refused call, no instance to call): a symptom, like a latency its callees explain
+                share = min(named[entity] / w_bad, 1.0)
+                note = f", {share:.0%} naming another service" if share >= 0.05 else ""
+                yield entity, (min(s, 100.0) * (1 - share * (1 - params.symptom)),
+                               f"error-like logs {expected / w_min:.1f}->{w_bad / w_min:.1f}/min "
+                               f"(expected from its log volume{note})", "logs")
         if b_all < 10 or w_all < 5:
             continue
         for line, bad, b, w in items:
