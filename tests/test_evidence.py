@@ -70,6 +70,27 @@ def test_a_harmless_change_adds_nothing(tmp_path):
                                               "00:09:00.\n")
 
 
+def test_of_two_changed_services_that_degraded_the_callee_s_change_comes_first(tmp_path):
+    # frontend calls checkout; both were deployed just before the window and both serve worse after it
+    job = _with_events(make_job(tmp_path / "j"), [
+        ("2024-01-01 00:08:00", "frontend", "Deployment", "rollout of frontend v2 started"),
+        ("2024-01-01 00:09:00", "checkout", "Deployment", "rollout of checkout v2 started")])
+    found = scores(Job.load(job))
+    front = next(why for _, why, src in found["frontend"] if src == "changes")
+    assert front.endswith("then its service degraded (so did checkout, a changed callee)")
+    assert ranking(Job.load(job))[0][0] == "checkout"
+
+
+def test_on_a_real_rollout_a_changed_caller_ranks_below_its_changed_callee(job_of):
+    # ChangeRCA 2023-09-22_10: checkout and the product catalog both rolled out and both failed calls;
+    # checkout calls the catalog, whose defective version is the cause
+    path = job_of("2023-09-22_10")
+    job = Job.load(path)
+    checkout = next(why for _, why, src in scores(job)["checkoutservice"] if src == "changes")
+    assert "(so did productcatalogservice, a changed callee)" in checkout
+    assert ranking(job)[0][0] == _culprit(path)[0] == "productcatalogservice"
+
+
 def test_changes_long_before_the_window_do_not_count(tmp_path):
     job = _with_events(make_job(tmp_path / "j"), [("2023-12-31 20:00:00", "checkout", "Deployment", "v2")])
     assert not [s for s in scores(Job.load(job)).get("checkout", []) if s[2] == "changes"]

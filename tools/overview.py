@@ -13,7 +13,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   (the caller's side when it grew on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
   another service: its failure as the entity saw it), a routine line that stopped;
-- changes (deployment, config push, scaling) followed by a degradation of the changed entity.
+- changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
+  changed callee degraded too).
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
 weighs less: load and its dependencies explain such moves. A signal the window already showed before the
 onset found inside it weighs less: the baseline period differs from this day in more than the fault
@@ -188,16 +189,22 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
+    degraded = {name: max((s for s, why, src in found.get(name, []) if _worse_service(why, src)), default=0.0)
+                for name in rows["changes"]}
     for name, (at, reason, first_at, first_reason) in rows["changes"].items():
         # A change followed by a worse service from the changed entity (its own or its pods' errors,
         # latency, success rate; not resource use, which any rollout moves) makes it the prime suspect:
         # most production incidents follow a change. A change with no degradation after it adds nothing
-        # (harmless changes are the rule).
-        degraded = max((s for s, why, src in found.get(name, []) if _worse_service(why, src)), default=0.0)
-        if degraded:
+        # (harmless changes are the rule). Of two changed entities on one call path that both degraded,
+        # the callee's change explains the caller's failures (a caller fails when its callee does): the
+        # caller's weighs `symptom`.
+        if degraded[name]:
             since = f" ({reason or 'change'} until {at:%H:%M:%S})" if at != first_at else ""
-            found[name].append((CHANGE_SCORE + degraded, f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC"
-                                                          f"{since}, then its service degraded", "changes"))
+            callee = next((c for c in sorted(_callees(job).get(name, ())) if degraded.get(c)), None)
+            weight, note = (params.symptom, f" (so did {callee}, a changed callee)") if callee else (1.0, "")
+            found[name].append((weight * (CHANGE_SCORE + degraded[name]),
+                                f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC{since}, then its service "
+                                f"degraded{note}", "changes"))
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
