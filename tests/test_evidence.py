@@ -205,6 +205,20 @@ def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
     assert found["named"][0] == pytest.approx(found["own"][0] * DEFAULT.symptom)
 
 
+def test_error_lines_of_a_job_with_no_service_entities_still_count(tmp_path):
+    job = make_job(tmp_path / "j")
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [("frontend", "unknown", None, None), ("checkout", "unknown", None, None)])
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+        if minute >= 10 or second == 0:
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 checkout timed out", None))
+    _write(job, "logs", LOGS, rows)
+    logs = [why for _, why, src in scores(Job.load(job))["frontend"] if src == "logs"]
+    assert logs and "naming" not in logs[0]
+
+
 def test_on_a_real_job_error_lines_about_another_service_do_not_outrank_the_culprit(job_of):
     # TrainTicket, an exception in one service at 10:45: a caller logs "No instances available for" a
     # third service throughout; those lines weigh as a symptom, and the culprit ranks first
