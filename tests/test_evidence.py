@@ -178,43 +178,37 @@ def test_a_routine_log_line_that_stops_flags_its_entity_and_a_busier_warning_doe
     assert not any(src == "logs" for _, _, src in found.get("frontend", []))
 
 
-def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
-    job = make_job(tmp_path / "j")
+def _warnings(job: Path, text: str) -> Path:
+    """frontend logs a request line every six seconds and the warning `text` once a minute until the
+    window, then with every request."""
     rows = []
     for minute, second, t in _every_six_seconds():
         rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
         if minute >= 10 or second == 0:
-            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 upstream timeout", None))
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 {text}", None))
     _write(job, "logs", LOGS, rows)
+    return job
+
+
+def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
+    job = _warnings(make_job(tmp_path / "j"), "upstream timeout")
     assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
 
 
 def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
     # the same growth of error lines; in the second job they report another service's failure
     found = {}
-    for case, text in (("own", "WARN f.Web#12 upstream timeout"), ("named", "WARN f.Web#12 no instance of checkout")):
-        job = make_job(tmp_path / case)
-        rows = []
-        for minute, second, t in _every_six_seconds():
-            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
-            if minute >= 10 or second == 0:
-                rows.append((t, "frontend", "WARN", f"{t} {text}", None))
-        _write(job, "logs", LOGS, rows)
+    for case, text in (("own", "upstream timeout"), ("named", "no instance of checkout")):
+        job = _warnings(make_job(tmp_path / case), text)
         found[case] = next((s, why) for s, why, src in scores(Job.load(job))["frontend"] if src == "logs")
     assert "naming another service" in found["named"][1] and "naming" not in found["own"][1]
     assert found["named"][0] == pytest.approx(found["own"][0] * DEFAULT.symptom)
 
 
 def test_error_lines_of_a_job_with_no_service_entities_still_count(tmp_path):
-    job = make_job(tmp_path / "j")
+    job = _warnings(make_job(tmp_path / "j"), "checkout timed out")
     _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
            [("frontend", "unknown", None, None), ("checkout", "unknown", None, None)])
-    rows = []
-    for minute, second, t in _every_six_seconds():
-        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
-        if minute >= 10 or second == 0:
-            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 checkout timed out", None))
-    _write(job, "logs", LOGS, rows)
     logs = [why for _, why, src in scores(Job.load(job))["frontend"] if src == "logs"]
     assert logs and "naming" not in logs[0]
 
