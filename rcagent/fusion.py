@@ -12,12 +12,14 @@ MODEL_VOTE = 0.5
 LIMIT = 10
 
 
-def fuse(model_names: list[str], evidence: list[tuple[str, float]], limit: int = LIMIT) -> list[tuple[str, float]]:
-    """[(entity, score)] best first, from the model's ranked names and [(entity, evidence score)]."""
+def fuse(model_names: list[str], evidence: list[tuple[str, float]], limit: int = LIMIT,
+         vote: float = MODEL_VOTE) -> list[tuple[str, float]]:
+    """[(entity, score)] best first, from the model's ranked names and [(entity, evidence score)]; `vote`
+    is the weight of the model's first pick (benchmarks/fusion_replay.py tries others on stored runs)."""
     top = max((s for _, s in evidence), default=0.0) or 1.0
     score = {entity: s / top for entity, s in evidence}
     for i, name in enumerate(model_names):
-        score[name] = score.get(name, 0.0) + MODEL_VOTE / (i + 1)
+        score[name] = score.get(name, 0.0) + vote / (i + 1)
     order = {name: i for i, name in enumerate(model_names)}
     ranked = sorted(score.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order)), kv[0]))
     return [(e, round(s, 3)) for e, s in ranked[:limit]]

@@ -206,6 +206,10 @@ def test_fusion_lets_the_model_flip_close_calls_only():
     # a pick without evidence still enters the list; later picks weigh less
     assert fuse(["c", "d"], [("a", 10.0)]) == [("a", 1.0), ("c", 0.5), ("d", 0.25)]
     assert fuse([], []) == []
+    # another weight of the vote (benchmarks/fusion_replay.py): 0.1 flips only a near tie, 0 never
+    assert [e for e, _ in fuse(["b"], [("a", 10.0), ("b", 5.0)], vote=0.1)] == ["a", "b"]
+    assert [e for e, _ in fuse(["b"], [("a", 10.0), ("b", 9.5)], vote=0.1)] == ["b", "a"]
+    assert [e for e, _ in fuse(["b"], [("a", 10.0), ("b", 9.9)], vote=0.0)] == ["a", "b"]
 
 
 def test_model_ranking_keeps_the_models_order(contacts_job, store, settings):
