@@ -39,7 +39,8 @@ def main(runs_path: Path, overview_path: Path, work: Path) -> None:
             total[vote] += score_case(fused, truth, inventory, levels).pr1
     print(f"{len(runs)} runs; fused PR@1 by the model's vote (0 = the ranking alone):")
     for vote, hits in total.items():
-        print(f"  {vote:<5} {100 * hits / max(len(runs), 1):5.1f}" + ("  (the default)" if vote == fusion.MODEL_VOTE else ""))
+        default = "  (the default)" if vote == fusion.MODEL_VOTE else ""
+        print(f"  {vote:<5} {100 * hits / max(len(runs), 1):5.1f}{default}")
 
 
 if __name__ == "__main__":

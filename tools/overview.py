@@ -152,8 +152,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                                         '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
                        {ERROR_LIKE} AS bad,
                        count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
-                       count(*) FILTER (WHERE {win} AND len(list_filter(
-                           $services::VARCHAR[], lambda x: x <> coalesce(e.service, l.entity) AND contains(message, x))) > 0)
+                       count(*) FILTER (WHERE {win} AND len(list_filter($services::VARCHAR[], lambda x:
+                           x <> coalesce(e.service, l.entity) AND contains(message, x))) > 0)
                 FROM logs l LEFT JOIN entities e ON l.entity = e.id WHERE {base} OR {win} GROUP BY ALL""",
                                  {**ERROR_PARAMS, "services": services})
     job.cache["overview_rows"] = rows
