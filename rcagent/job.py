@@ -211,6 +211,8 @@ class Job:
             return 0.0
         total = 0.0
         for p in periods:
+            if last < p.start or first >= p.end:   # data that never reached into the period covers none of it
+                continue
             # data that stops a little before a period's end (a sampling interval: up to a minute, at most
             # a tenth of the period) covers it
             slack = dt.timedelta(seconds=min(60.0, 0.1 * p.seconds))
