@@ -8,6 +8,12 @@ import re
 from rcagent.errorlike import one_of
 from rcagent.job import Job
 
+def log_ratio(w: float, b: float) -> float:
+    """10 x |log2| of the ratio of two rates or durations (+1 each: a few calls more or less of a rare one
+    are no change): the overview's score of a call, latency or log signal."""
+    return 10 * abs(math.log2((max(w, 0.0) + 1) / (max(b, 0.0) + 1)))
+
+
 def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> list[dict]:
     """Per (entity, metric): baseline mean/sd, window mean/min/max and a signed deviation score."""
     where = one_of("entity", "entities")

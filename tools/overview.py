@@ -4,15 +4,17 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - metrics: deviation in floored sigmas, the floor in the metric's unit, log-compressed; an improvement of a
   quality metric is no evidence; client-side measurements (and the users' entry point) weigh less, less
   again a client-side latency of an entity whose served latency did not rise; a latency that a callee's
-  explains, or that the entity's own time per call (traces) does not, weighs less; a pod with no history
-  against its peers; without a baseline, a pod against its replicas;
+  explains (times the calls to it per request), or that the entity's own time per call (traces) does not,
+  weighs less; a pod with no history against its peers; without a baseline, a pod against its replicas;
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
-  and more calls are the callers' doing), slower p95 latency (less when the entity's own time per call
-  did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
-  (the caller's side when it grew on most of one caller's calls, else the callee's);
+  and more calls are the callers' doing), slower p95 latency, typical from the onset on rather than a
+  burst's (less when the entity's own time per call did not grow; faster calls are no evidence), own time
+  per call, error spans, a widened cross-span gap (the caller's side when it grew on most of one caller's
+  calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
-  another service: its failure as the entity saw it), a routine line that stopped;
+  another service: its failure as the entity saw it), a routine line that stopped or fell to a fraction of
+  its share of the entity's lines (an exception thrown before it);
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
   changed callee degraded too).
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
@@ -35,10 +37,11 @@ from dataclasses import dataclass, replace
 from rcagent.job import Job
 from rcagent.onset import find_onset
 from rcagent.tools import Param, register
-from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
+from rcagent.errorlike import ERR
 from rcagent.tools.calls import edges
 from rcagent.tables import render_table
-from rcagent.tools.common import deviation, floor, second, short
+from rcagent.tools.common import deviation, floor, log_ratio, second, short
+from rcagent.tools.log_signals import log_rows, log_signals
 
 LIMIT = 15
 
@@ -51,11 +54,7 @@ GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much 
 GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
-LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
-
-
-def _log_ratio(w: float, b: float) -> float:
-    return 10 * abs(math.log2((max(w, 0.0) + 1) / (max(b, 0.0) + 1)))
+BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 
 
 def traffic_factor(job: Job) -> float:
@@ -89,6 +88,8 @@ class RankingParams:
     waiting: float = 0.5        # weight of a latency metric that rose no more than a callee's (topology)
     preexisting: float = 0.5    # weight of a signal the window already showed before the incident's onset
     resource_only: float = 0.5  # weight of an entity with no sign of serving worse (only resources, client side)
+    line_fell: float = 0.5      # a routine log line counts when it fell to this share of its expected count
+                                # (0: only when it stopped)
 
 
 DEFAULT = RankingParams()
@@ -122,13 +123,26 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
+        onset = _onset_inside(job) or job.window.start
         for level in ("callee", "callee_pod"):   # a column of the edges table
-            rows["calls"] += job.query(f"""
+            calls = job.query(f"""
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                            count(*) FILTER (WHERE {win} AND {ERR}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
+            # the typical latency of the incident, not of its worst moments: the median of the 30 s p95s
+            # from the onset on (a burst or two in an otherwise normal window, e.g. a periodic job, is not
+            # a sustained change; a fault lasts from its onset)
+            typical = dict(job.query(f"""
+                    SELECT name, median(p95) FROM (
+                        SELECT {level} AS name, quantile_cont(duration_ms, 0.95) AS p95
+                        FROM edges WHERE {level} IS NOT NULL AND {win} AND start >= $onset
+                        GROUP BY 1, time_bucket(INTERVAL 30 SECOND, start) HAVING count(*) >= $n)
+                    GROUP BY 1""", {"onset": onset, "n": BUCKET_MIN}))
+            calls = [(n, b, w, e, b95, w95 if w95 is None or typical.get(n) is None else min(w95, typical[n]))
+                     for n, b, w, e, b95, w95 in calls]
+            rows["calls"] += calls
         rows["own"] = own_time(job)
         rows["led"] = requests_that_led(job)
         rows["callers"] = {name for pair in job.query(f"SELECT DISTINCT caller, caller_pod FROM edges WHERE {win}")
@@ -141,21 +155,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     # changes (deployments, config pushes, scaling) in the window or shortly before it
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
-    if job.rows.get("logs"):
-        # per entity and log template (numbers and long hex ids masked; a "#46" source line number kept):
-        # lines in the baseline and in the window, and whether the lines read as warnings or errors
-        base, win = job.in_baseline("logs"), job.in_window()
-        # and how many of the window's lines name another service (a failure of that one, as it saw it)
-        services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
-        rows["logs"] = job.query(f"""
-                SELECT l.entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
-                                        '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
-                       {ERROR_LIKE} AS bad,
-                       count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
-                       count(*) FILTER (WHERE {win} AND len(list_filter($services::VARCHAR[], lambda x:
-                           x <> coalesce(e.service, l.entity) AND contains(message, x))) > 0)
-                FROM logs l LEFT JOIN entities e ON l.entity = e.id WHERE {base} OR {win} GROUP BY ALL""",
-                                 {**ERROR_PARAMS, "services": services})
+    rows["logs"] = log_rows(job)
     job.cache["overview_rows"] = rows
     return rows
 
@@ -169,7 +169,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params), _gap_signals(rows, params),
-                   _log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
+                   log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
                                 job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
             found[entity].append(signal)
@@ -216,6 +216,13 @@ def _kind(reason: str) -> str:
     return re.match(r"[^0-9]*", reason).group(0)
 
 
+def _onset_inside(job: Job) -> dt.datetime | None:
+    """The onset found inside the window of a job that came with a baseline (None otherwise). Cached."""
+    if "onset_inside" not in job.cache:
+        job.cache["onset_inside"] = find_onset(job) if job.onset is None and job.baseline else None
+    return job.cache["onset_inside"]
+
+
 def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, dict[str, dict[str, float]]]:
     """The onset found inside the window, and entity -> {signal kind: score} of the window's part before it,
     against the same baseline; (None, {}) when the job was split at its onset already (it came without a
@@ -223,9 +230,7 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
     key = ("before_onset", params)
     if key not in job.cache:
         out: dict[str, dict[str, float]] = {}
-        if "onset_inside" not in job.cache:     # the same for every setting of the parameters
-            job.cache["onset_inside"] = find_onset(job) if job.onset is None and job.baseline else None
-        onset = job.cache["onset_inside"]
+        onset = _onset_inside(job)
         if onset is not None:
             # the same job seen up to the onset, with a cache of its own (its rows are aggregated once,
             # whatever the parameters)
@@ -245,8 +250,14 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
     history, from its peers'; without a baseline, from its replicas)."""
     newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
                in rows["newborn"]]
-    rises = {(e, m): second(hi) - b for e, m, b, _, _, hi in rows["metrics"]
-             if b is not None and hi and LATENCY.search(m)}
+    rises: dict[tuple[str, str], float] = {}
+    for e, m, b, _, _, hi in rows["metrics"]:
+        if b is not None and hi and LATENCY.search(m):
+            rises[(e, m)] = second(hi) - b
+            # a service's rise is its most risen pod's (the topology names services, metrics pods)
+            name = _service_of(job, e)
+            rises[(name, m)] = max(rises.get((name, m), -math.inf), second(hi) - b)
+    fanout = _fanout(job)
     own = {name: _own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
     # entities with a served-side latency series (not client-side), and those whose served latency rose
     served, served_rose = set(), set()
@@ -269,10 +280,12 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             # its calls to its dependencies got slower but the requests it serves did not: background or
             # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
             weight *= params.client_weight
-        # a latency that rose no more than a callee's same latency is time spent waiting on that callee
-        rise = rises.get((entity, metric), 0.0)
-        waiting = z > 0 and rise > 0 and next((c for c in sorted(_callees(job).get(entity, ()))
-                                               if rises.get((c, metric), 0.0) >= WAIT_SHARE * rise), None)
+        # a latency that rose no more than a callee's same latency (times the calls to it per request: a
+        # caller that calls it in a loop waits that many times) is time spent waiting on that callee
+        rise, name = rises.get((entity, metric), 0.0), _service_of(job, entity)
+        waiting = z > 0 and rise > 0 and next(
+            (c for c in sorted(_callees(job).get(name, set()) | _callees(job).get(entity, set()))
+             if rises.get((c, metric), 0.0) * fanout.get((name, c), 1.0) >= WAIT_SHARE * rise), None)
         if waiting:
             weight *= params.waiting
         elif z > 0 and LATENCY.search(metric) and not client and _waits(rows, entity, own.get(entity)):
@@ -307,22 +320,22 @@ def _call_signals(job: Job, rows: dict, params: RankingParams):
         # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
         beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
         if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
-            yield name, (60 + _log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min expected)", "calls")
+            yield name, (60 + log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min expected)", "calls")
         elif b_rate >= 1 and w_rate < b_rate and beyond_chance:
             # only fewer calls: more calls are the callers' doing (user traffic, a new call pattern,
             # retries), not the entity's; fewer mean requests fail or stall before they reach it
-            s = _log_ratio(w_rate, b_rate)
+            s = log_ratio(w_rate, b_rate)
             if s >= params.call_min:
                 yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
         own_rose = _own_time_rose(rows, name, b, w, params)
         if own_rose:
             own_b, own_w = rows["own"][name]
-            yield name, (_log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
+            yield name, (log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
                          "calls")
         if b95 is not None and w95 is not None and w95 > b95:
             # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
             # faster shows it by its errors, scored below and from its logs)
-            s = _log_ratio(w95, b95)
+            s = log_ratio(w95, b95)
             if s >= params.call_min:
                 # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
                 weight = params.symptom if _waits(rows, name, own_rose) else 1.0
@@ -342,7 +355,7 @@ def _gap_signals(rows: dict, params: RankingParams):
     wide, grown = {}, {}
     for caller, callee, bgap, wgap in rows["gaps"]:
         if bgap is not None and wgap is not None:
-            s = _log_ratio(wgap, bgap)
+            s = log_ratio(wgap, bgap)
             wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
                                       else None)
             # grew at all, beyond the noise of a median: a caller slow on every call adds a little to each
@@ -379,7 +392,25 @@ def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams)
     own_b, own_w = rows["own"].get(name, (None, None))
     if not (b and w and own_b is not None and own_w is not None):
         return None
-    return own_w / w - own_b / b >= GAP_MIN_MS and _log_ratio(own_w / w, own_b / b) >= params.call_min
+    return own_w / w - own_b / b >= GAP_MIN_MS and log_ratio(own_w / w, own_b / b) >= params.call_min
+
+
+def _service_of(job: Job, name: str) -> str:
+    ent = job.entities.get(name)
+    return ent.service if ent is not None and ent.kind == "pod" and ent.service else name
+
+
+def _fanout(job: Job) -> dict[tuple[str, str], float]:
+    """(caller service, callee service) -> the callee's calls per caller request that calls it at all, in
+    the window's traces (1 where there are none)."""
+    if "fanout" not in job.cache:
+        job.cache["fanout"] = {}
+        if job.observed_seconds("traces"):
+            edges(job)
+            job.cache["fanout"] = {(a, b): n for a, b, n in job.query(f"""
+                    SELECT caller, callee, count(*) / count(DISTINCT trace_id) FROM edges
+                    WHERE {job.in_window("start")} AND caller <> '(entry)' GROUP BY ALL""")}
+    return job.cache["fanout"]
 
 
 def _callees(job: Job) -> dict[str, set[str]]:
@@ -450,45 +481,6 @@ def own_time(job: Job) -> dict[str, tuple]:
                                         FROM own_spans WHERE {column} IS NOT NULL GROUP BY 1"""):
             out[name] = (b, w)
     return out
-
-
-def _log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingParams):
-    """(entity, signal) from per-template log counts. Error-like lines are judged by their share of the
-    entity's lines (a service that logs a warning per request logs more of them when it is busier, not
-    because it fails), by their rate where the entity has no baseline lines; a routine line that the entity
-    wrote steadily in the baseline and stopped writing while it still logs means its code took another path.
-    b_min is the baseline's length in minutes scaled by the change in user traffic."""
-    if w_min <= 0:   # the window holds at most one instant of logs: no rate to speak of
-        return
-    per: dict[str, list] = defaultdict(list)
-    named: dict[str, int] = defaultdict(int)
-    for entity, line, bad, b, w, other in lines:
-        per[entity].append((line, bad, b, w))
-        named[entity] += other if bad else 0
-    for entity, items in per.items():
-        b_all, w_all = sum(b for _, _, b, _ in items), sum(w for _, _, _, w in items)
-        b_bad, w_bad = sum(b for _, bad, b, _ in items if bad), sum(w for _, bad, _, w in items if bad)
-        if b_all >= 10:
-            expected = w_all * b_bad / b_all
-        else:
-            expected = b_bad / b_min * w_min if b_min else 0.0
-        if w_bad > expected:
-            s = 10 * (w_bad - expected) / w_min / math.sqrt(expected / w_min + 1)
-            if s >= params.call_min:
-                # lines that name another service report that one's failure as the entity saw it (a
-                # refused call, no instance to call): a symptom, like a latency its callees explain
-                share = min(named[entity] / w_bad, 1.0)
-                note = f", {share:.0%} naming another service" if share >= 0.05 else ""
-                yield entity, (min(s, 100.0) * (1 - share * (1 - params.symptom)),
-                               f"error-like logs {expected / w_min:.1f}->{w_bad / w_min:.1f}/min "
-                               f"(expected from its log volume{note})", "logs")
-        if b_all < 10 or w_all < 5:
-            continue
-        for line, bad, b, w in items:
-            expected = w_all * b / b_all
-            if not bad and w == 0 and expected >= LINE_MIN:
-                yield entity, (_log_ratio(expected / w_min, 0), f"log line stopped ({expected:.0f} expected): "
-                                                                 f"{line[:80]}", "logs")
 
 
 def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tuple]:

@@ -29,7 +29,7 @@ from rcagent.tools.overview import DEFAULT, RankingParams, ranking
 
 GRID = [RankingParams(*values) for values in
         itertools.product((2.0, 3.0, 4.0), (3.0, 5.0, 8.0), (0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0), (0.5, 1.0),
-                           (0.5, 1.0), (0.5, 1.0))]
+                           (0.5, 1.0), (0.5, 1.0), (0.0, 0.5))]
 BASELINES = ("nsigma", "baro", "random")
 
 

@@ -1,0 +1,89 @@
+"""The overview's log signals: per entity and log template (numbers and ids masked, a "#46" source line kept),
+error-like lines beyond their share of the entity's lines, and routine lines that stopped or fell to a
+fraction of their share (an exception thrown before them)."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS
+from rcagent.job import Job
+from rcagent.tools.common import log_ratio
+
+if TYPE_CHECKING:
+    from rcagent.tools.overview import RankingParams
+
+LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
+LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
+
+
+def log_rows(job: Job) -> list[tuple]:
+    """(entity, template, error-like?, baseline lines, window lines, window lines naming another service)."""
+    if not job.rows.get("logs"):
+        return []
+    # per entity and log template (numbers and long hex ids masked; a "#46" source line number kept):
+    # lines in the baseline and in the window, and whether the lines read as warnings or errors
+    base, win = job.in_baseline("logs"), job.in_window()
+    # and how many of the window's lines name another service (a failure of that one, as it saw it)
+    services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
+    return job.query(f"""
+            SELECT l.entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
+                                    '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
+                   {ERROR_LIKE} AS bad,
+                   count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
+                   count(*) FILTER (WHERE {win} AND len(list_filter($services::VARCHAR[], lambda x:
+                       x <> coalesce(e.service, l.entity) AND contains(message, x))) > 0)
+            FROM logs l LEFT JOIN entities e ON l.entity = e.id WHERE {base} OR {win} GROUP BY ALL""",
+                     {**ERROR_PARAMS, "services": services})
+
+
+def share_fell(b: int, b_all: int, w: int, w_all: int) -> bool:
+    """A line's share of the entity's lines fell beyond chance (two-proportion z-test, LINE_SD deviations)."""
+    p = (b + w) / (b_all + w_all)
+    sd = math.sqrt(p * (1 - p) * (1 / b_all + 1 / w_all))
+    return sd > 0 and (b / b_all - w / w_all) / sd >= LINE_SD
+
+
+def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingParams):
+    """(entity, signal) from per-template log counts. Error-like lines are judged by their share of the
+    entity's lines (a service that logs a warning per request logs more of them when it is busier, not
+    because it fails), by their rate where the entity has no baseline lines; a routine line that the entity
+    wrote steadily in the baseline and stopped writing (or writes far less of, for its share of the entity's
+    lines) while it still logs means its code took another path: an exception thrown before the line.
+    b_min is the baseline's length in minutes scaled by the change in user traffic."""
+    if w_min <= 0:   # the window holds at most one instant of logs: no rate to speak of
+        return
+    per: dict[str, list] = defaultdict(list)
+    named: dict[str, int] = defaultdict(int)
+    for entity, line, bad, b, w, other in lines:
+        per[entity].append((line, bad, b, w))
+        named[entity] += other if bad else 0
+    for entity, items in per.items():
+        b_all, w_all = sum(b for _, _, b, _ in items), sum(w for _, _, _, w in items)
+        b_bad, w_bad = sum(b for _, bad, b, _ in items if bad), sum(w for _, bad, _, w in items if bad)
+        if b_all >= 10:
+            expected = w_all * b_bad / b_all
+        else:
+            expected = b_bad / b_min * w_min if b_min else 0.0
+        if w_bad > expected:
+            s = 10 * (w_bad - expected) / w_min / math.sqrt(expected / w_min + 1)
+            if s >= params.call_min:
+                # lines that name another service report that one's failure as the entity saw it (a
+                # refused call, no instance to call): a symptom, like a latency its callees explain
+                share = min(named[entity] / w_bad, 1.0)
+                note = f", {share:.0%} naming another service" if share >= 0.05 else ""
+                yield entity, (min(s, 100.0) * (1 - share * (1 - params.symptom)),
+                               f"error-like logs {expected / w_min:.1f}->{w_bad / w_min:.1f}/min "
+                               f"(expected from its log volume{note})", "logs")
+        if b_all < 10 or w_all < 5:
+            continue
+        for line, bad, b, w in items:
+            expected = w_all * b / b_all
+            # a line that fell rather than stopped needs a baseline of its own, a real drop and one beyond
+            # the chance of its share of the lines (a line seen 3 times proves no share)
+            fell = b >= LINE_MIN and w <= params.line_fell * expected and share_fell(b, b_all, w, w_all)
+            if not bad and expected >= LINE_MIN and (w == 0 or fell):
+                what = "stopped" if w == 0 else f"fell to {w}"
+                yield entity, (log_ratio(expected / w_min, w / w_min),
+                               f"log line {what} ({expected:.0f} expected): {line[:80]}", "logs")
