@@ -245,11 +245,12 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
     return job.cache[key]
 
 
-def _metric_signals(job: Job, rows: dict, params: RankingParams):
-    """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
-    history, from its peers'; without a baseline, from its replicas)."""
-    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
-               in rows["newborn"]]
+def _metric_series(job: Job, rows: dict) -> list[tuple]:
+    """Per metric series, what does not depend on the parameters: (entity, metric, z, note, latency?,
+    client-side?, the callee whose rise explains its own or None, a served-side latency with a baseline?).
+    Cached on the job."""
+    if "metric_series" in job.cache:
+        return job.cache["metric_series"]
     rises: dict[tuple[str, str], float] = {}
     for e, m, b, _, _, hi in rows["metrics"]:
         if b is not None and hi and LATENCY.search(m):
@@ -258,37 +259,53 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             name = _service_of(job, e)
             rises[(name, m)] = max(rises.get((name, m), -math.inf), second(hi) - b)
     fanout = _fanout(job)
-    own = {name: _own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
-    # entities with a served-side latency series (not client-side), and those whose served latency rose
-    served, served_rose = set(), set()
-    for e, m, b, sd, lo, hi in rows["metrics"]:
-        if LATENCY.search(m) and "client" not in m.lower() and b is not None:
-            served.add(e)
-            if deviation(b, sd, second(lo), second(hi), m) >= params.z_min:
-                served_rose.add(e)
+    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
+               in rows["newborn"]]
+    out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
-        if abs(z) < params.z_min or _better(metric, z):
-            continue
+        latency = LATENCY.search(metric) is not None
         # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
         # only its callers observe, or of the users' entry point, which measures the whole system from
         # outside) says as much about the callee side as about the entity
         ent = job.entities.get(entity)
         client = "client" in metric.lower() or (ent is not None and ent.kind in ("external", "entry"))
-        weight = params.client_weight if client else 1.0
-        if client and LATENCY.search(metric) and entity in served and entity not in served_rose:
-            # its calls to its dependencies got slower but the requests it serves did not: background or
-            # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
-            weight *= params.client_weight
         # a latency that rose no more than a callee's same latency (times the calls to it per request: a
         # caller that calls it in a loop waits that many times) is time spent waiting on that callee
         rise, name = rises.get((entity, metric), 0.0), _service_of(job, entity)
-        waiting = z > 0 and rise > 0 and next(
-            (c for c in sorted(_callees(job).get(name, set()) | _callees(job).get(entity, set()))
-             if rises.get((c, metric), 0.0) * fanout.get((name, c), 1.0) >= WAIT_SHARE * rise), None)
+        waiting = None
+        if z > 0 and rise > 0 and note == "":
+            waiting = next((c for c in sorted(_callees(job).get(name, set()) | _callees(job).get(entity, set()))
+                            if rises.get((c, metric), 0.0) * fanout.get((name, c), 1.0) >= WAIT_SHARE * rise), None)
+        served = latency and "client" not in metric.lower() and b_mean is not None and not note
+        out.append((entity, metric, z, note, latency, client, waiting, served))
+    job.cache["metric_series"] = out
+    return out
+
+
+def _metric_signals(job: Job, rows: dict, params: RankingParams):
+    """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
+    history, from its peers'; without a baseline, from its replicas)."""
+    series = _metric_series(job, rows)
+    own = {name: _own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
+    # entities with a served-side latency series (not client-side), and those whose served latency rose
+    served, served_rose = set(), set()
+    for entity, _, z, _, _, _, _, served_side in series:
+        if served_side:
+            served.add(entity)
+            if z >= params.z_min:
+                served_rose.add(entity)
+    for entity, metric, z, note, latency, client, waiting, _ in series:
+        if abs(z) < params.z_min or _better(metric, z):
+            continue
+        weight = params.client_weight if client else 1.0
+        if client and latency and entity in served and entity not in served_rose:
+            # its calls to its dependencies got slower but the requests it serves did not: background or
+            # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
+            weight *= params.client_weight
         if waiting:
             weight *= params.waiting
-        elif z > 0 and LATENCY.search(metric) and not client and _waits(rows, entity, own.get(entity)):
+        elif z > 0 and latency and not client and _waits(rows, entity, own.get(entity)):
             # its requests got slower but the time it spends itself did not (traces): it waits on callees
             weight *= params.symptom
             note += " (its own time per call did not grow)"
