@@ -445,7 +445,9 @@ def _callees(job: Job) -> dict[str, set[str]]:
 def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
     """(pod, metric, robust z) of each pod's window mean against the other pods of its service (replicas
     should behave alike): (value - median) / (1.4826 x MAD), the spread floored in the metric's unit.
-    Services are not compared with each other: their normal levels differ by multiples."""
+    Services are not compared with each other: their normal levels differ by multiples. Cached on the job."""
+    if "peer_outliers" in job.cache:
+        return job.cache["peer_outliers"]
     rows = job.query(f"SELECT entity, metric, avg(value) FROM metrics WHERE {job.in_window()} GROUP BY ALL") \
         if job.rows.get("metrics") else []
     groups: dict[tuple, list] = defaultdict(list)
@@ -462,6 +464,7 @@ def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
         mad = statistics.median(abs(v - median) for v in values)
         spread = max(1.4826 * mad, floor(median, metric))
         out += [(entity, metric, (value - median) / spread) for entity, value in members]
+    job.cache["peer_outliers"] = out
     return out
 
 
