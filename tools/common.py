@@ -8,6 +8,7 @@ import re
 from rcagent.errorlike import one_of
 from rcagent.job import Job
 
+
 def log_ratio(w: float, b: float) -> float:
     """10 x |log2| of the ratio of two rates or durations (+1 each: a few calls more or less of a rare one
     are no change): the overview's score of a call, latency or log signal."""

@@ -170,7 +170,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params), _gap_signals(rows, params),
                    log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
-                                job.observed_seconds("logs") / 60, params)):
+                               job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
             found[entity].append(signal)
     if params.preexisting != 1.0:
