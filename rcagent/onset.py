@@ -5,9 +5,12 @@ Every series the job has inside the window (each metric of each entity; each ser
 duration and error count; each entity's warning/error log count) is cut into BUCKETS equal time buckets.
 For every candidate split the share of a series' variance that a step at that split explains (between-
 segment sum of squares over total) is summed over all series: the onset is the split that the most series
-agree on. Before the onset then serves as the baseline and the rest as the window, so every tool compares
-like with like. A single mean-shift split by cumulative sums is all this needs: one vectorised pass over
-all series (a change-point library would loop over tens of thousands of series one by one).
+agree on. It is an onset only if the series agree on it more than they agree on any split of the same
+series with their buckets shuffled (SHUFFLES seeded permutations: a permutation test at about 5%): otherwise
+the window is one regime (the fault began before it, or nothing shifted) and there is no onset. Before the
+onset then serves as the baseline and the rest as the window, so every tool compares like with like. A
+single mean-shift split by cumulative sums is all this needs: one vectorised pass over all series (a
+change-point library would loop over tens of thousands of series one by one).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 BUCKETS = 30      # time buckets the window is cut into
 MIN_POINTS = 2    # buckets with data a series needs on each side of a split
 MIN_SHARE = 0.15  # the onset leaves at least this share of the window on each side
+SHUFFLES = 19     # the onset must beat the best split of each of this many shuffles of the buckets
 
 
 def _series(job: Job, width: float) -> list[tuple]:
@@ -65,9 +69,28 @@ def step_scores(matrix: np.ndarray) -> np.ndarray:
     return np.where(ok, share, 0.0).sum(axis=0)
 
 
+def _best_split(matrix: np.ndarray, edge: int) -> np.ndarray:
+    """step_scores with the splits that leave less than `edge` buckets on a side zeroed."""
+    scores = step_scores(matrix)
+    scores[: edge - 1] = 0.0
+    scores[BUCKETS - edge:] = 0.0
+    return scores
+
+
+def beyond_chance(matrix: np.ndarray, best: float, edge: int) -> bool:
+    """The series agree on their best split more than on the best split of any of SHUFFLES copies with
+    each series' buckets shuffled (seeded: the same job gives the same onset)."""
+    rng = np.random.default_rng(0)
+    for _ in range(SHUFFLES):
+        shuffled = rng.permuted(matrix, axis=1)
+        if _best_split(shuffled, edge).max() >= best:
+            return False
+    return True
+
+
 def find_onset(job: Job) -> dt.datetime | None:
-    """The time inside the window where the most series shift, or None (no series, or no split leaves
-    MIN_SHARE of the window on each side)."""
+    """The time inside the window where the most series shift beyond chance, or None (no series, no
+    split leaves MIN_SHARE of the window on each side, or no split beats the shuffled series)."""
     width = job.window.seconds / BUCKETS
     if width <= 0:
         return None
@@ -79,11 +102,9 @@ def find_onset(job: Job) -> dt.datetime | None:
     for key, k, value in rows:
         if value is not None and 0 <= k < BUCKETS:
             matrix[keys[key], int(k)] = float(value)
-    scores = step_scores(matrix)
     edge = max(1, int(BUCKETS * MIN_SHARE))
-    scores[: edge - 1] = 0.0
-    scores[BUCKETS - edge:] = 0.0
-    if not scores.any():
+    scores = _best_split(matrix, edge)
+    if not scores.any() or not beyond_chance(matrix, scores.max(), edge):
         return None
     split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
     return job.window.start + dt.timedelta(seconds=split * width)

@@ -275,6 +275,59 @@ def test_a_step_is_found_where_the_series_agree():
     assert int(np.argmax(step_scores(matrix))) + 1 == 18
 
 
+def _flat_job(tmp_path: Path, levels: dict[str, float]) -> Job:
+    """A job with no baseline whose window is one regime: each service's cpu is flat noise around its level
+    for all 20 minutes (the fault, if any, began before the window); no traces, logs or events."""
+    job = make_job(tmp_path / "flat", meta=NO_BASELINE)
+    for table in ("traces", "logs", "events", "relations"):
+        (job / f"{table}.parquet").unlink(missing_ok=True)
+    rng = np.random.default_rng(1)
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", level * (1 + 0.05 * rng.normal()))
+            for m in range(20) for s in (0, 30) for entity, level in levels.items()]
+    _write(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    _write(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [(entity, "service", entity, None) for entity in levels])
+    return Job.load(job)
+
+
+SERVICES_CPU = {"frontend": 12.0, "cart": 2.0, "payment": 1.0, "email": 0.5, "ads": 3.0, "shipping": 0.8}
+
+
+def test_a_window_that_is_one_regime_has_no_onset(tmp_path):
+    # flat noise: the best split of the real series is no better than the best split of shuffled ones
+    job = _flat_job(tmp_path, {**SERVICES_CPU, "checkout": 95.0})
+    assert job.onset is None and job.baseline == []
+
+
+def test_without_any_history_a_service_far_above_the_others_of_its_kind_is_named(tmp_path):
+    job = _flat_job(tmp_path, {**SERVICES_CPU, "checkout": 95.0})
+    top = ranking(job)
+    assert top[0][0] == "checkout" and "off the other services (no baseline)" in top[0][2][0]
+    assert "No entity moved" not in overview(job)
+    # in a healthy system the busiest services stand out less, and a service below the others is no
+    # evidence at all
+    healthy = ranking(_flat_job(tmp_path / "healthy", SERVICES_CPU))
+    assert max((s for _, s, _ in healthy), default=0.0) < top[0][1]
+    assert not {"email", "shipping", "payment"} & {e for e, _, _ in healthy}
+
+
+def test_on_real_jobs_whose_window_is_all_fault_the_culprit_stands_out_from_the_other_services(imported,
+                                                                                                 labels):
+    # SockShop's windows start after the injection: without their baseline there is no onset to split at,
+    # and only the other services tell how far the culprit is from normal
+    first = total = 0
+    for job_id, lab in labels.items():
+        if lab.get("source") != "rcd":
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        without_baseline(job)
+        top = ranking(job)
+        total += 1
+        first += bool(top) and top[0][0] == lab["root_causes"][0]["entity"]
+        job.con.close()
+    assert total >= 20 and first >= 0.8 * total, (first, total)
+
+
 def test_a_pod_far_from_its_replicas_is_flagged_without_a_baseline(tmp_path):
     job = make_job(tmp_path / "j", meta=NO_BASELINE)
     rows = [(f"2024-01-01 00:{m:02d}:00", f"checkout-pod-{i}", "error_rate", 0.5 if i == 3 else 0.01 + 0.001 * i)
@@ -289,20 +342,21 @@ def test_a_pod_far_from_its_replicas_is_flagged_without_a_baseline(tmp_path):
 
 
 def test_on_real_jobs_without_their_baseline_an_onset_is_found_near_the_injection(imported, labels):
-    near = total = 0
+    found = near = total = 0
     for job_id, lab in labels.items():
         if not lab.get("inject_time"):
             continue
         job = Job.load(imported["dest"] / "jobs" / job_id)
         onset = without_baseline(job)
-        window = (job.onset.start, job.window.end) if onset else (None, None)
-        assert onset is not None and window[0] < onset < window[1], job_id
         assert ranking(job), job_id          # never "nothing moved" while series move
-        injected = dt.datetime.fromisoformat(str(lab["inject_time"]).replace("Z", ""))
         total += 1
-        near += abs((onset - injected).total_seconds()) <= 120
+        if onset is not None:                # the permutation test may find no shift beyond chance
+            assert job.onset.start < onset < job.window.end, job_id
+            injected = dt.datetime.fromisoformat(str(lab["inject_time"]).replace("Z", ""))
+            found += 1
+            near += abs((onset - injected).total_seconds()) <= 120
         job.con.close()
-    assert total >= 40 and near >= 0.8 * total, (near, total)
+    assert total >= 40 and found >= 0.9 * total and near >= 0.8 * total, (found, near, total)
 
 
 def test_on_a_real_code_fault_the_stopped_log_line_names_the_culprit(imported, labels):

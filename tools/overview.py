@@ -53,6 +53,8 @@ CALLS_SD = 3.0           # a call count counts when it is this many Poisson devi
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
 GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
+KIND_PEERS_MIN = 5       # ... and entities of one kind (services, databases) for one of them with the others
+KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of its kind (a log scale)
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 
@@ -312,12 +314,12 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
         yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
                        f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
                        + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
-    if job.onset is not None and "metrics" in job.onset.tables:
-        # no fault-free baseline came with the job: a pod far from its replicas on the same metric stands
+    if (job.onset is not None and "metrics" in job.onset.tables) or not job.baseline_seconds("metrics"):
+        # no fault-free baseline came with the job: an entity far from its peers on the same metric stands
         # out although its own history is unknown
-        for entity, metric, z in peer_outliers(job):
-            if abs(z) >= params.z_min and not _better(metric, z):
-                yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off its replicas (no baseline)",
+        for entity, metric, z, peers in peer_outliers(job):
+            if abs(z) >= (params.z_min if peers == "its replicas" else KIND_Z_MIN) and not _better(metric, z):
+                yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off {peers} (no baseline)",
                                "metrics")
 
 
@@ -442,28 +444,48 @@ def _callees(job: Job) -> dict[str, set[str]]:
     return job.cache["callees"]
 
 
-def peer_outliers(job: Job) -> list[tuple[str, str, float]]:
-    """(pod, metric, robust z) of each pod's window mean against the other pods of its service (replicas
-    should behave alike): (value - median) / (1.4826 x MAD), the spread floored in the metric's unit.
-    Services are not compared with each other: their normal levels differ by multiples. Cached on the job."""
+def peer_outliers(job: Job) -> list[tuple[str, str, float, str]]:
+    """(entity, metric, robust z, what it was compared with) of each entity's window mean against its peers.
+    A pod against the other pods of its service (replicas should behave alike): (value - median) /
+    (1.4826 x MAD), the spread floored in the metric's unit. Any other entity against the others of its
+    kind (services against services), whose normal levels differ by multiples: on a log scale (log2 of the
+    level plus the metric's floor), against the others' median and spread without it (an outlier must not
+    widen the spread it is judged by), the spread floored at a factor of 2, and only a level above theirs
+    counts (a small service is not a sick one). Cached on the job."""
     if "peer_outliers" in job.cache:
         return job.cache["peer_outliers"]
     rows = job.query(f"SELECT entity, metric, avg(value) FROM metrics WHERE {job.in_window()} GROUP BY ALL") \
         if job.rows.get("metrics") else []
-    groups: dict[tuple, list] = defaultdict(list)
+    replicas: dict[tuple, list] = defaultdict(list)
+    kinds: dict[tuple, list] = defaultdict(list)
     for entity, metric, value in rows:
         ent = job.entities.get(entity)
-        if ent is not None and ent.kind == "pod" and ent.service and value is not None:
-            groups[(ent.service, metric)].append((entity, value))
+        if ent is None or value is None:
+            continue
+        if ent.kind == "pod" and ent.service:
+            replicas[(ent.service, metric)].append((entity, value))
+        elif ent.kind != "pod":
+            kinds[(ent.kind, metric)].append((entity, value))
     out = []
-    for (_, metric), members in groups.items():
+    for (_, metric), members in replicas.items():
         if len(members) < PEERS_MIN:
             continue
         values = sorted(v for _, v in members)
         median = statistics.median(values)
         mad = statistics.median(abs(v - median) for v in values)
         spread = max(1.4826 * mad, floor(median, metric))
-        out += [(entity, metric, (value - median) / spread) for entity, value in members]
+        out += [(entity, metric, (value - median) / spread, "its replicas") for entity, value in members]
+    for (kind, metric), members in kinds.items():
+        if len(members) < KIND_PEERS_MIN or any(v < 0 for _, v in members):
+            continue
+        unit = floor(statistics.median(v for _, v in members), metric)
+        levels = [math.log2(v + unit) for _, v in members]
+        for i, (entity, _) in enumerate(members):
+            others = levels[:i] + levels[i + 1:]
+            median = statistics.median(others)
+            spread = max(1.4826 * statistics.median(abs(x - median) for x in others), 1.0)
+            if levels[i] > median:
+                out.append((entity, metric, (levels[i] - median) / spread, f"the other {kind}s"))
     job.cache["peer_outliers"] = out
     return out
 
