@@ -45,6 +45,24 @@ def test_the_no_baseline_variant_gets_its_own_choice_made_on_the_other_groups():
     assert {r["group"]: r for r in leave_one_out(rows)}["A"]["no_baseline_pr1"] == 0.0
 
 
+def test_a_tie_in_pr1_goes_to_the_better_rr_on_the_other_groups():
+    a, b = GRID[0], GRID[-1]
+
+    def row(group, rr_of_b):
+        r = _row(group, {a, b})
+        r["full"][b] = (1.0, rr_of_b)
+        return r
+    rows = [row("A", 0.5), row("B", 1.0), row("C", 1.0), _row("D", {a, b})]
+    # both find every root cause of B, C and D; a ranks them no better, but on A (held out) b's RR is worse
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    assert results["A"]["params"] == dataclasses.asdict(a)      # on B, C, D: a tie in PR@1 and in RR
+    for r in rows:
+        r["full"][a] = (1.0, 0.9)
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    assert results["A"]["params"] == dataclasses.asdict(b)      # b's RR is better on B, C and D
+    assert results["D"]["params"] == dataclasses.asdict(a)      # with A among the others: 0.9 x 3 > 2.5
+
+
 def test_a_tie_goes_to_the_defaults():
     rows = [_row("A", set(GRID)), _row("B", set(GRID))]
     assert all(r["params"] is None or r["params"]["z_min"] == DEFAULT.z_min for r in leave_one_out(rows))

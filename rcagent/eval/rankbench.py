@@ -3,8 +3,9 @@ BARO and random on the same cases, in one run.
 
 Jobs are grouped by system (and by source where one system comes from two sources, e.g. fault injection
 and defective rollouts). For each held-out group, the ranking's parameters (tools.overview.RankingParams)
-are chosen from a small grid on the other groups (best mean PR@1, ties to the hand-fixed defaults, then grid
-order) and the held-out group is scored with them: the group never sees parameters chosen on itself.
+are chosen from a small grid on the other groups (best mean PR@1; ties to the best mean RR on the same
+groups, then to the hand-fixed defaults, then grid order) and the held-out group is scored with them: the
+group never sees parameters chosen on itself.
 Beside it: the defaults as they are, NSigma, BARO and the seeded random ranking, and a "no baseline" variant
 of every job (its baseline periods removed, the window as given, split at the onset found inside it as
 Job.load splits a job that comes without a baseline), scored with parameters chosen the same way on the
@@ -103,10 +104,11 @@ def leave_one_out(rows: list[dict]) -> list[dict]:
 
 
 def _choose(train: list[dict], variant: str) -> RankingParams:
-    """The grid setting with the best mean PR@1 on the training rows (ties: the defaults, then grid order)."""
-    def pr1(p):
-        return statistics.fmean(r[variant][p][0] for r in train) if train else 0.0
-    return max(GRID, key=lambda p: (round(pr1(p), 9), p == DEFAULT, -GRID.index(p)))
+    """The grid setting with the best mean PR@1 on the training rows (ties: the best mean RR there, which
+    also rewards a root cause ranked second rather than tenth; then the defaults, then grid order)."""
+    def mean(p, i):
+        return round(statistics.fmean(r[variant][p][i] for r in train), 9) if train else 0.0
+    return max(GRID, key=lambda p: (mean(p, 0), mean(p, 1), p == DEFAULT, -GRID.index(p)))
 
 
 def _params(p: RankingParams | None) -> dict | None:
