@@ -17,7 +17,8 @@ import yaml
 from rcagent.job import Job
 from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.common import deviation, second
-from rcagent.tools.overview import DEFAULT, overview, ranking, scores, traffic_factor, _own_time_rose, _waits
+from rcagent.tools.call_signals import own_time_rose, traffic_factor, waits
+from rcagent.tools.overview import DEFAULT, overview, ranking, scores
 from tests.hostile import make_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,8 +110,8 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
 
 
-RANKING_CODE = ["tools/overview.py", "tools/log_signals.py", "tools/common.py", "tools/calls.py", "rcagent/onset.py",
-                "rcagent/eval/baselines.py", "rcagent/fusion.py", "rcagent/explain.py"]
+RANKING_CODE = ["tools/overview.py", "tools/log_signals.py", "tools/call_signals.py", "tools/common.py", "tools/calls.py",
+                "rcagent/onset.py", "rcagent/eval/baselines.py", "rcagent/fusion.py", "rcagent/explain.py"]
 NAMES = r"(?i)(trainticket|train-ticket|onlineboutique|online boutique|hipster|sockshop|sock-shop|petsite|" \
         r"petshop|changerca|nezha|\brcd\b|ts-[a-z]+-service|frontend|checkoutservice|adservice|cartservice|" \
         r"currencyservice|\bcarts\b|\bcatalogue\b|queue-master|user-db)"
@@ -686,8 +687,8 @@ def test_an_entity_that_calls_nothing_waits_on_nothing():
     # a leaf's time is all its own: its slower calls are never put down to waiting on callees, however
     # little its mean own time grew
     rows = {"own": {"leaf": (47.0 * 400, 57.0 * 500), "caller": (47.0 * 400, 57.0 * 500)}, "callers": {"caller"}}
-    assert _own_time_rose(rows, "leaf", 400, 500, DEFAULT) is False
-    assert not _waits(rows, "leaf", False) and _waits(rows, "caller", False)
+    assert own_time_rose(rows, "leaf", 400, 500, DEFAULT) is False
+    assert not waits(rows, "leaf", False) and waits(rows, "caller", False)
 
 
 def test_an_entity_with_no_sign_of_serving_worse_weighs_less(tmp_path):

@@ -140,7 +140,7 @@ def test_call_rates_are_judged_against_user_traffic(tmp_path):
             n += 1
     (tmp_path / "traces.csv").write_text("\n".join(rows) + "\n")
     job = Job.load(tmp_path)
-    from rcagent.tools.overview import traffic_factor
+    from rcagent.tools.call_signals import traffic_factor
     assert traffic_factor(job) == pytest.approx(2.0)
     ranked = {e: reasons for e, _, reasons in ranking(job)}
     assert any("incoming calls 40->10/min" in r for r in ranked["hot"])

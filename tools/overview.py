@@ -22,8 +22,8 @@ weighs less: load and its dependencies explain such moves. A signal the window a
 onset found inside it weighs less: the baseline period differs from this day in more than the fault
 (another mix of requests).
 Rates are counts over the time a table recorded.
-A service inherits its pods' metric and log signals. No system, dataset or service is named here (a test
-checks).
+A service inherits its pods' metric and log signals. The call and gap signals are in call_signals.py, the log
+signals in log_signals.py. No system, dataset or service is named in any of them (a test checks).
 """
 from __future__ import annotations
 
@@ -34,13 +34,15 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from rcagent.errorlike import ERR
 from rcagent.job import Job
 from rcagent.onset import find_onset
-from rcagent.tools import Param, register
-from rcagent.errorlike import ERR
-from rcagent.tools.calls import edges
 from rcagent.tables import render_table
-from rcagent.tools.common import deviation, floor, log_ratio, second, short
+from rcagent.tools import Param, register
+from rcagent.tools.call_signals import (call_signals, gap_signals, own_time, own_time_rose, requests_that_led,
+                                        traffic_factor, waits)
+from rcagent.tools.calls import edges
+from rcagent.tools.common import deviation, floor, second, short
 from rcagent.tools.log_signals import log_rows, log_signals
 
 LIMIT = 15
@@ -49,32 +51,11 @@ LIMIT = 15
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
-CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
-GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
-GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 KIND_PEERS_MIN = 5       # ... and entities of one kind (services, databases) for one of them with the others
 KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of its kind (a log scale)
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
-
-
-def traffic_factor(job: Job) -> float:
-    """Entry requests per minute in the window over the baseline's (1.0 without traces or a trace baseline).
-    Cached on the job."""
-    if "traffic_factor" not in job.cache:
-        factor = 1.0
-        b_min = job.observed_seconds("traces", window=False) / 60
-        w_min = job.observed_seconds("traces") / 60
-        if b_min and w_min:
-            edges(job)
-            b, w = job.query(f"""SELECT count(*) FILTER (WHERE {job.in_baseline('traces', 'start')}),
-                                        count(*) FILTER (WHERE {job.in_window('start')})
-                                 FROM edges WHERE caller = '(entry)'""")[0]
-            if b and w:
-                factor = (w / w_min) / (b / b_min)
-        job.cache["traffic_factor"] = factor
-    return job.cache["traffic_factor"]
 
 
 @dataclass(frozen=True)
@@ -170,7 +151,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for source in (_metric_signals(job, rows, params), _call_signals(job, rows, params), _gap_signals(rows, params),
+    for source in (_metric_signals(job, rows, params), call_signals(job, rows, params), gap_signals(rows, params),
                    log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
                                job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
@@ -289,7 +270,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
     history, from its peers'; without a baseline, from its replicas)."""
     series = _metric_series(job, rows)
-    own = {name: _own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
+    own = {name: own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
     # entities with a served-side latency series (not client-side), and those whose served latency rose
     served, served_rose = set(), set()
     for entity, _, z, _, _, _, _, served_side in series:
@@ -307,7 +288,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             weight *= params.client_weight
         if waiting:
             weight *= params.waiting
-        elif z > 0 and latency and not client and _waits(rows, entity, own.get(entity)):
+        elif z > 0 and latency and not client and waits(rows, entity, own.get(entity)):
             # its requests got slower but the time it spends itself did not (traces): it waits on callees
             weight *= params.symptom
             note += " (its own time per call did not grow)"
@@ -321,97 +302,6 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             if abs(z) >= (params.z_min if peers == "its replicas" else KIND_Z_MIN) and not _better(metric, z):
                 yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off {peers} (no baseline)",
                                "metrics")
-
-
-def _call_signals(job: Job, rows: dict, params: RankingParams):
-    """(entity, signal) from the calls it received (traces), per service and per pod."""
-    b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
-    load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
-    for name, b, w, err, b95, w95 in rows["calls"]:
-        # Calls are compared with what the callers' own requests would have made: the baseline's calls
-        # scaled by how many of the requests that led to them (the parent operations) the callers still
-        # served. A callee whose callers stopped getting those requests lost its calls upstream (a
-        # symptom); one whose callers still get them but no longer reach it is out. Entry spans, which
-        # have no caller, are scaled by the change in user traffic.
-        via = rows["led"].get(name)
-        expected = b * via[1] / via[0] if via and via[0] else load * b / b_min * w_min
-        b_rate, w_rate = expected / w_min, w / w_min
-        # a count moves by chance about sqrt(expected): a few calls more or less of a rare call are no change
-        beyond_chance = abs(w - expected) >= CALLS_SD * math.sqrt(expected + 1)
-        if b_rate >= 1 and w == 0 and beyond_chance:  # an outage: it stopped receiving calls altogether
-            yield name, (60 + log_ratio(b_rate, 0), f"incoming calls STOPPED ({b_rate:.0f}/min expected)", "calls")
-        elif b_rate >= 1 and w_rate < b_rate and beyond_chance:
-            # only fewer calls: more calls are the callers' doing (user traffic, a new call pattern,
-            # retries), not the entity's; fewer mean requests fail or stall before they reach it
-            s = log_ratio(w_rate, b_rate)
-            if s >= params.call_min:
-                yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
-        own_rose = _own_time_rose(rows, name, b, w, params)
-        if own_rose:
-            own_b, own_w = rows["own"][name]
-            yield name, (log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
-                         "calls")
-        if b95 is not None and w95 is not None and w95 > b95:
-            # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
-            # faster shows it by its errors, scored below and from its logs)
-            s = log_ratio(w95, b95)
-            if s >= params.call_min:
-                # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
-                weight = params.symptom if _waits(rows, name, own_rose) else 1.0
-                yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
-                             + (" (waiting on callees)" if weight < 1 else ""), "calls")
-        if err:
-            yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
-
-
-def _gap_signals(rows: dict, params: RankingParams):
-    """(entity, signal) from the cross-span gap of each call edge (the caller's span minus the callee's:
-    time spent between the two, in the network, queues or the caller's own sending and reading), only
-    where it widened. A caller whose gap grew to most of its callees, and widened to at least two, is itself
-    slow to send and read (a starved caller): the gap is its side, not theirs, and it is weighed by the
-    share of its callees whose gap grew. Otherwise the gap is the callee's side (its network, its queue),
-    weighed by the share of its callers' edges that widened."""
-    wide, grown = {}, {}
-    for caller, callee, bgap, wgap in rows["gaps"]:
-        if bgap is not None and wgap is not None:
-            s = log_ratio(wgap, bgap)
-            wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
-                                      else None)
-            # grew at all, beyond the noise of a median: a caller slow on every call adds a little to each
-            grown[(caller, callee)] = wgap - max(bgap, 0.0) >= GAP_GREW_MS and wgap >= GAP_GREW * max(bgap, 0.0)
-    out, into, grew = defaultdict(list), defaultdict(list), defaultdict(int)
-    for (caller, callee), w in wide.items():
-        out[caller].append(w)
-        grew[caller] += grown[(caller, callee)]
-    widened_out = {caller: sum(1 for w in ws if w) for caller, ws in out.items()}
-    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * grew[c] >= len(out[c])}
-    for (caller, callee), w in wide.items():
-        into[callee].append(None if caller in starved else w)
-    for name in starved:
-        s, bgap, wgap = max(w for w in out[name] if w)
-        yield name, (s * grew[name] / len(out[name]), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (grew on "
-                                                       f"{grew[name]} of its {len(out[name])} callees)", "calls")
-    for name, found in into.items():
-        widened = sorted(w for w in found if w)
-        if widened:
-            s, bgap, wgap = widened[-1]
-            yield name, (s * len(widened) / len(found), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (widened "
-                                                        f"on {len(widened)} of its {len(found)} callers)", "calls")
-
-
-def _waits(rows: dict, name: str, own_rose: bool | None) -> bool:
-    """Whether a slower entity waits on its callees: its own time per call did not grow while it made calls
-    (an entity that calls nothing waits on nothing: all its time is its own)."""
-    return own_rose is False and name in rows["callers"]
-
-
-def _own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
-    """Whether the time spent in the entity itself per call (its spans minus their children: what it adds
-    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)."""
-    own_b, own_w = rows["own"].get(name, (None, None))
-    if not (b and w and own_b is not None and own_w is not None):
-        return None
-    return own_w / w - own_b / b >= GAP_MIN_MS and log_ratio(own_w / w, own_b / b) >= params.call_min
 
 
 def _service_of(job: Job, name: str) -> str:
@@ -487,41 +377,6 @@ def peer_outliers(job: Job) -> list[tuple[str, str, float, str]]:
             if levels[i] > median:
                 out.append((entity, metric, (levels[i] - median) / spread, f"the other {kind}s"))
     job.cache["peer_outliers"] = out
-    return out
-
-
-def requests_that_led(job: Job) -> dict[str, tuple[int, int]]:
-    """service or pod -> (baseline, window) counts of the caller spans whose operations called it in the
-    baseline: the requests its callers served that used to lead to it."""
-    base, win = job.in_baseline("traces", "p.start"), job.in_window("p.start")
-    out = {}
-    for column in ("callee", "callee_pod"):   # a column of the edges table
-        for name, b, w in job.query(f"""
-                WITH led AS (SELECT DISTINCT {column} AS callee, caller, caller_operation AS op FROM edges
-                             WHERE caller <> '(entry)' AND {column} IS NOT NULL
-                               AND {job.in_baseline('traces', 'start')})
-                SELECT led.callee, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win})
-                FROM led JOIN spans p ON p.svc = led.caller AND p.operation IS NOT DISTINCT FROM led.op
-                GROUP BY 1"""):
-            out[name] = (b, w)
-    return out
-
-
-def own_time(job: Job) -> dict[str, tuple]:
-    """service or pod -> (own time in the baseline, in the window), in ms: the sum over its spans of the
-    span's duration minus its direct children's (at least 0), i.e. the time not spent waiting for callees."""
-    win, base = job.in_window("start"), job.in_baseline("traces", "start")
-    job.con.execute("""
-        CREATE OR REPLACE TEMP TABLE own_spans AS
-        SELECT p.svc, p.entity, p.start, greatest(p.duration_ms - coalesce(sum(c.duration_ms), 0), 0) AS own_ms
-        FROM spans p LEFT JOIN spans c ON c.trace_id = p.trace_id AND c.parent_id = p.span_id
-        GROUP BY p.trace_id, p.span_id, p.svc, p.entity, p.start, p.duration_ms""")
-    out = {}
-    for column in ("svc", "entity"):
-        for name, b, w in job.query(f"""SELECT {column}, sum(own_ms) FILTER (WHERE {base}),
-                                               sum(own_ms) FILTER (WHERE {win})
-                                        FROM own_spans WHERE {column} IS NOT NULL GROUP BY 1"""):
-            out[name] = (b, w)
     return out
 
 

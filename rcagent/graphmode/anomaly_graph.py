@@ -24,8 +24,9 @@ import networkx as nx
 
 from rcagent.errorlike import ERR, ERROR_LIKE, ERROR_PARAMS
 from rcagent.job import Job
+from rcagent.tools.call_signals import traffic_factor
 from rcagent.tools.calls import edges as edges_table
-from rcagent.tools.overview import ranking, scores, traffic_factor
+from rcagent.tools.overview import ranking, scores
 
 ENTRY = "(entry)"
 LOOKAHEAD = 0.5          # weight of the health of what an edge's target reaches, beside the target's own
