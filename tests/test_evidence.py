@@ -41,6 +41,29 @@ def test_a_blip_on_a_millisecond_series_in_seconds_does_not_dominate():
     assert deviation(0.005, 0.0005, 0.005, 0.1, "latency_p90_s") < 10 < deviation(0.005, 0.0005, 0.005, 0.1, "x")
 
 
+def test_a_count_of_events_is_floored_at_its_poisson_noise():
+    # a rarely called endpoint: none in the baseline, three in the window, is no outage
+    assert deviation(0.0, 0.0, 0.0, 3.0, "requests_sum") <= 3
+    assert deviation(0.0, 0.0, 0.0, 3.0, "queue_depth") >= 999        # not a count: the old absolute floor
+    # a busy one that doubled still counts, by far
+    assert deviation(400.0, 5.0, 790.0, 800.0, "requests_sum") >= 10
+
+
+def test_on_real_jobs_without_their_baseline_no_request_count_reaches_the_cap(imported, labels):
+    # PetSite's request counts are sparse: without the baseline, a few requests after none in the short
+    # stretch before the onset scored the cap (999 sd) before counts had a floor of their own
+    total = capped = 0
+    for job_id, lab in labels.items():
+        if lab.get("source") != "petshop":
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        without_baseline(job)
+        total += 1
+        capped += sum("requests_sum up 999 sd" in why for sigs in scores(job).values() for _, why, _ in sigs)
+        job.con.close()
+    assert total >= 40 and capped == 0, (capped, total)
+
+
 def _with_events(job: Path, rows: list[tuple]) -> Path:
     con = duckdb.connect()
     con.execute("CREATE TABLE events (timestamp TIMESTAMP, entity VARCHAR, reason VARCHAR, message VARCHAR)")

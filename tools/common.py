@@ -45,6 +45,7 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
 SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
 RATE = re.compile(r"(?i)(success|availab)")
 MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
+COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b)")
 
 
 def like_escape(text: str) -> str:
@@ -67,6 +68,8 @@ def floor(mean: float, metric: str = "") -> float:
     if RATE.search(metric):   # a success rate or availability without a unit: a percentage or a ratio
         return 1.0 if abs(mean) > 1 else 0.01
     least = max(0.1 * abs(mean), 1e-3)
+    if COUNT.search(metric):   # a count of events: it moves by whole events, and by chance by its square root
+        return max(least, math.sqrt(abs(mean)), 1.0)
     if SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
         return max(least, 0.01)
     if MILLISECONDS.search(metric):
@@ -80,8 +83,10 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
 
     The floor is in the unit of the metric, read from its name: a percentage has one point (a success rate
     falling from 100% to 85% is 15 sd, however flat its baseline), and so has a success rate or
-    availability whose name gives no unit (0.01 where it is a ratio); a time in seconds at least 10 ms, in
-    milliseconds at least 10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
+    availability whose name gives no unit (0.01 where it is a ratio); a count of events (requests, calls,
+    syscalls) one event, or its square root, the Poisson noise of a count (a rarely called endpoint called
+    three times instead of none is no outage); a time in seconds at least 10 ms, in milliseconds at least
+    10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
     baseline mean, and a small absolute amount, so that flat baselines do not turn noise into huge scores.
     A metric seen only in the window (no baseline) scores 0: nothing to compare.
     """
