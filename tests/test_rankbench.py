@@ -1,13 +1,16 @@
-"""`rcagent bench ranking`: leave-one-system-out choice of the ranking's parameters, on rows made here and
-on real jobs of three systems."""
+"""`rcagent bench ranking`: leave-one-system-out choice of the ranking's parameters (and of the model's vote in
+benchmarks/fusion_replay.py), on rows made here and on real jobs of three systems."""
 from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from rcagent.eval.rankbench import BASELINES, GRID, leave_one_out
 from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _row(group, good, good_without_baseline=frozenset()):
@@ -83,3 +86,19 @@ def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):
     assert [x["group"] for x in results] == ["OnlineBoutique", "SockShop", "TrainTicket", "all"]
     assert all(x["cases"] == 3 for x in results[:3]) and results[-1]["cases"] == 9
     assert "| SockShop | 3 |" in r.out
+
+
+def test_the_model_s_vote_is_chosen_on_the_other_systems_runs():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fusion_replay", ROOT / "benchmarks" / "fusion_replay.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    helps = dict.fromkeys(replay.VOTES, 0.0) | {0.5: 1.0, 1.0: 1.0}    # the model's pick is right
+    hurts = dict.fromkeys(replay.VOTES, 1.0) | {0.5: 0.0, 1.0: 0.0}    # the ranking alone is right
+    scored = [("a1", helps), ("a2", helps), ("b1", hurts), ("c1", helps)]
+    rows = {r[0]: r for r in replay.leave_one_out(scored, {"a1": "A", "a2": "A", "b1": "B", "c1": "C"})}
+    # held out A: on B and C the vote ties (1 of 2 either way): the smaller vote, 0, and A scores 0
+    assert rows["A"][2] == 0.0 and rows["A"][3] == 0.0 and rows["A"][5] == 1.0
+    # held out B: A and C favour a vote of 0.5 (the smaller of the two that win): B scores 0
+    assert rows["B"][2] == 0.5 and rows["B"][3] == 0.0 and rows["B"][4] == 1.0
+    assert rows["all"][1] == 4 and rows["all"][3] == 0.25
