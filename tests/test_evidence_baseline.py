@@ -1,0 +1,192 @@
+"""The evidence ranking without a fault-free baseline, and the onset inside a window: the split at the onset,
+the permutation test that finds none in a window of one regime, entities against their replicas and the
+others of their kind, and what the window already showed before its onset; on made-up series and real cases."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+import yaml
+
+from rcagent.job import Job
+from rcagent.onset import step_scores, without_baseline
+from rcagent.tools.overview import DEFAULT, overview, ranking, scores
+from tests.evidence_jobs import write_table
+from tests.hostile import make_job
+
+
+def test_on_real_jobs_without_their_baseline_no_request_count_reaches_the_cap(imported, labels):
+    # PetSite's request counts are sparse: without the baseline, a few requests after none in the short
+    # stretch before the onset scored the cap (999 sd) before counts had a floor of their own
+    total = capped = 0
+    for job_id, lab in labels.items():
+        if lab.get("source") != "petshop":
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        without_baseline(job)
+        total += 1
+        capped += sum("requests_sum up 999 sd" in why for sigs in scores(job).values() for _, why, _ in sigs)
+        job.con.close()
+    assert total >= 40 and capped == 0, (capped, total)
+
+
+NO_BASELINE = """id: nobase
+system: test
+alert: checkout latency high
+window: {start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:20:00Z'}
+baseline: []
+"""
+
+
+def test_a_window_with_no_baseline_is_split_at_its_onset(tmp_path):
+    # every series of make_job steps at minute 12; the job gives the whole 20 minutes as its window
+    job = Job.load(make_job(tmp_path / "j", meta=NO_BASELINE))
+    assert job.onset is not None and abs((job.onset.end - dt.datetime(2024, 1, 1, 0, 12)).total_seconds()) <= 60
+    assert job.baseline == [job.onset] and job.onset.end == job.window.start
+    top = ranking(job)
+    assert top and top[0][0] in ("checkout", "checkout-pod-1")
+    assert "No entity moved" not in overview(job)
+    summary = job.summary()
+    assert "Flagged window: 2024-01-01 00:00:00 to 2024-01-01 00:20:00 UTC; compared from the onset" in summary
+    assert "Baseline: none given; for metrics, traces, logs, which had none: the window before the onset" in summary
+
+
+def test_a_step_is_found_where_the_series_agree():
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(0, 1, (40, 30))
+    matrix[:10, 18:] += 5          # ten series step at bucket 18, the rest is noise
+    matrix[10:15, ::2] = np.nan    # gaps do not matter
+    assert int(np.argmax(step_scores(matrix))) + 1 == 18
+
+
+def _flat_job(tmp_path: Path, levels: dict[str, float]) -> Job:
+    """A job with no baseline whose window is one regime: each service's cpu is flat noise around its level
+    for all 20 minutes (the fault, if any, began before the window); no traces, logs or events."""
+    job = make_job(tmp_path / "flat", meta=NO_BASELINE)
+    for table in ("traces", "logs", "events", "relations"):
+        (job / f"{table}.parquet").unlink(missing_ok=True)
+    rng = np.random.default_rng(1)
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", level * (1 + 0.05 * rng.normal()))
+            for m in range(20) for s in (0, 30) for entity, level in levels.items()]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [(entity, "service", entity, None) for entity in levels])
+    return Job.load(job)
+
+
+SERVICES_CPU = {"frontend": 12.0, "cart": 2.0, "payment": 1.0, "email": 0.5, "ads": 3.0, "shipping": 0.8}
+
+
+def test_a_window_that_is_one_regime_has_no_onset(tmp_path):
+    # flat noise: the best split of the real series is no better than the best split of shuffled ones
+    job = _flat_job(tmp_path, {**SERVICES_CPU, "checkout": 95.0})
+    assert job.onset is None and job.baseline == []
+
+
+def test_without_any_history_a_service_far_above_the_others_of_its_kind_is_named(tmp_path):
+    job = _flat_job(tmp_path, {**SERVICES_CPU, "checkout": 95.0})
+    top = ranking(job)
+    assert top[0][0] == "checkout" and "off the other services (no baseline)" in top[0][2][0]
+    assert "No entity moved" not in overview(job)
+    # in a healthy system the busiest services stand out less, and a service below the others is no
+    # evidence at all
+    healthy = ranking(_flat_job(tmp_path / "healthy", SERVICES_CPU))
+    assert max((s for _, s, _ in healthy), default=0.0) < top[0][1]
+    assert not {"email", "shipping", "payment"} & {e for e, _, _ in healthy}
+
+
+def test_on_real_jobs_whose_window_is_all_fault_the_culprit_stands_out_from_the_other_services(imported,
+                                                                                                 labels):
+    # SockShop's windows start after the injection: without their baseline there is no onset to split at,
+    # and only the other services tell how far the culprit is from normal
+    first = total = 0
+    for job_id, lab in labels.items():
+        if lab.get("source") != "rcd":
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        without_baseline(job)
+        top = ranking(job)
+        total += 1
+        first += bool(top) and top[0][0] == lab["root_causes"][0]["entity"]
+        job.con.close()
+    assert total >= 20 and first >= 0.8 * total, (first, total)
+
+
+def test_a_pod_far_from_its_replicas_is_flagged_without_a_baseline(tmp_path):
+    job = make_job(tmp_path / "j", meta=NO_BASELINE)
+    rows = [(f"2024-01-01 00:{m:02d}:00", f"checkout-pod-{i}", "error_rate", 0.5 if i == 3 else 0.01 + 0.001 * i)
+            for m in range(20) for i in (1, 2, 3, 4)]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [("checkout", "service", "checkout", None), ("frontend", "service", "frontend", None)]
+           + [(f"checkout-pod-{i}", "pod", "checkout", "node-1") for i in (1, 2, 3, 4)])
+    found = scores(Job.load(job))
+    assert any("off its replicas" in why for _, why, _ in found["checkout-pod-3"])
+    assert not any("off its replicas" in why for p in (1, 2, 4) for _, why, _ in found.get(f"checkout-pod-{p}", []))
+
+
+def test_on_real_jobs_without_their_baseline_an_onset_is_found_near_the_injection(imported, labels):
+    found = near = total = 0
+    for job_id, lab in labels.items():
+        if not lab.get("inject_time"):
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        onset = without_baseline(job)
+        assert ranking(job), job_id          # never "nothing moved" while series move
+        total += 1
+        if onset is not None:                # the permutation test may find no shift beyond chance
+            assert job.onset.start < onset < job.window.end, job_id
+            injected = dt.datetime.fromisoformat(str(lab["inject_time"]).replace("Z", ""))
+            found += 1
+            near += abs((onset - injected).total_seconds()) <= 120
+        job.con.close()
+    assert total >= 40 and found >= 0.9 * total and near >= 0.8 * total, (found, near, total)
+
+
+def test_a_deviation_already_there_before_the_onset_weighs_less(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # the node's disk reads are higher all through the window (another day's workload); everything else
+    # of make_job steps at minute 12, two minutes into the window
+    rows += [(r[0], "node-1", "disk_reads", 90.0 if r[0].minute >= 10 else 30.0 + r[0].minute % 3) for r in rows
+             if r[1] == "node-1" and r[2] == "cpu"]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    loaded = Job.load(job)
+    disk = [(s, why) for s, why, _ in scores(loaded)["node-1"] if "disk_reads" in why]
+    cpu = [(s, why) for s, why, _ in scores(loaded)["checkout-pod-1"] if why.startswith("cpu")]
+    assert disk and re.search(r"already so before the onset at 00:1[12]:", disk[0][1])   # 20 s buckets
+    assert cpu and "before the onset" not in cpu[0][1]
+    plain = scores(loaded, replace(DEFAULT, preexisting=1.0))
+    assert disk[0][0] == pytest.approx(0.5 * next(s for s, why, _ in plain["node-1"] if "disk_reads" in why))
+
+
+def test_on_a_real_job_the_load_of_another_day_is_told_from_the_fault(job_of):
+    # TrainTicket: traces and logs compare with a fault-free period hours earlier; a CPU fault at 14:23:31
+    path = job_of("2023-01-29_14_23")
+    lab = yaml.safe_load((path.parent.parent / "labels" / f"{path.name}.yaml").read_text())
+    job = Job.load(path)
+    found = scores(job)
+    culprit = lab["root_causes"][0]["entity"]
+    assert not any("before the onset" in why for _, why, _ in found[culprit])
+    assert any("before the onset" in why for sigs in found.values() for _, why, _ in sigs)
+    assert ranking(job)[0][0] in (culprit, lab["root_causes"][0]["service"])
+
+
+def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # a client-side latency that rises with everything else at minute 12, weighed 0 (a setting one may choose)
+    rows += [(r[0], "frontend", "client_latency_ms", r[3] + 5) for r in rows if r[1] == "frontend"]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    found = scores(Job.load(job), replace(DEFAULT, client_weight=0.0))["frontend"]
+    client = [why for s, why, _ in found if why.startswith("client_latency_ms")]
+    assert client and not any("before the onset" in why for why in client)

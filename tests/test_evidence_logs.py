@@ -1,0 +1,130 @@
+"""The evidence ranking's log signals, per template: error-like lines against the entity's own volume,
+lines that name another service, routine lines that stopped or fell; on made-up logs and real code faults."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rcagent.job import Job
+from rcagent.tools.overview import DEFAULT, ranking, scores
+from tests.evidence_jobs import culprit_of, write_table
+from tests.hostile import make_job
+
+
+LOGS = "timestamp TIMESTAMP, entity VARCHAR, level VARCHAR, message VARCHAR, trace_id VARCHAR"
+
+
+def _every_six_seconds():
+    """(minute, second, timestamp text) every six seconds over make_job's twenty minutes."""
+    for minute in range(20):
+        for second in range(0, 60, 6):
+            yield minute, second, f"2024-01-01 00:{minute:02d}:{second:02d}"
+
+
+def test_a_routine_log_line_that_stops_flags_its_entity_and_a_busier_warning_does_not(tmp_path):
+    job = make_job(tmp_path / "j")
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
+        if minute < 10:   # the line at #46 is written on every order until the window
+            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
+        # frontend warns on every request; in the window it serves twice as many, so twice the warnings
+        for _ in range(2 if minute >= 10 else 1):
+            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 cache miss for item {second}", None))
+    write_table(job, "logs", LOGS, rows)
+    found = scores(Job.load(job))
+    assert any(src == "logs" and "log line stopped" in why and "c.Pay#46" in why
+               for _, why, src in found["checkout-pod-1"])
+    assert not any(src == "logs" for _, _, src in found.get("frontend", []))
+
+
+def _warnings(job: Path, text: str) -> Path:
+    """frontend logs a request line every six seconds and the warning `text` once a minute until the
+    window, then with every request."""
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+        if minute >= 10 or second == 0:
+            rows.append((t, "frontend", "WARN", f"{t} WARN f.Web#12 {text}", None))
+    write_table(job, "logs", LOGS, rows)
+    return job
+
+
+def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
+    job = _warnings(make_job(tmp_path / "j"), "upstream timeout")
+    assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
+
+
+def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
+    # the same growth of error lines; in the second job they report another service's failure
+    found = {}
+    for case, text in (("own", "upstream timeout"), ("named", "no instance of checkout")):
+        job = _warnings(make_job(tmp_path / case), text)
+        found[case] = next((s, why) for s, why, src in scores(Job.load(job))["frontend"] if src == "logs")
+    assert "naming another service" in found["named"][1] and "naming" not in found["own"][1]
+    assert found["named"][0] == pytest.approx(found["own"][0] * DEFAULT.symptom)
+
+
+def test_error_lines_of_a_job_with_no_service_entities_still_count(tmp_path):
+    job = _warnings(make_job(tmp_path / "j"), "checkout timed out")
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+           [("frontend", "unknown", None, None), ("checkout", "unknown", None, None)])
+    logs = [why for _, why, src in scores(Job.load(job))["frontend"] if src == "logs"]
+    assert logs and "naming" not in logs[0]
+
+
+def test_on_a_real_job_error_lines_about_another_service_do_not_outrank_the_culprit(job_of):
+    # TrainTicket, an exception in one service at 10:45: a caller logs "No instances available for" a
+    # third service throughout; those lines weigh as a symptom, and the culprit ranks first
+    path = job_of("2023-01-29_10_45")
+    job = Job.load(path)
+    caller = [why for _, why, src in scores(job)["ts-travel-service"] if src == "logs"]
+    assert caller and "100% naming another service" in caller[0]
+    assert ranking(job)[0][0] in culprit_of(path)
+
+
+def test_on_a_real_code_fault_the_stopped_log_line_names_the_culprit(imported, labels):
+    named = 0
+    for job_id, lab in labels.items():
+        if lab.get("fault_type") not in ("exception", "return"):
+            continue
+        job = Job.load(imported["dest"] / "jobs" / job_id)
+        culprit = lab["root_causes"][0]["entity"]
+        named += any("log line stopped" in why for _, why, _ in scores(job).get(culprit, []))
+        job.con.close()
+    assert named >= 3
+
+
+def test_a_routine_log_line_that_fell_to_a_fraction_flags_its_entity_and_a_rare_one_does_not(tmp_path):
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
+        # #46 is written on every order until the window, then on one in five (an exception thrown before it)
+        if minute < 10 or second % 30 == 0:
+            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
+        # frontend's #20 was seen three times in the baseline: a share of three lines proves nothing
+        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+        if minute in (2, 5, 8) and second == 0 or minute >= 10 and second == 0 and minute % 5 == 0:
+            rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#20 cache refreshed", None))
+    job = make_job(tmp_path / "j")
+    write_table(job, "logs", LOGS, rows)
+    found = scores(Job.load(job))
+    assert any(src == "logs" and "log line fell to 20 (60 expected)" in why and "c.Pay#46" in why
+               for _, why, src in found["checkout-pod-1"])
+    assert not any(src == "logs" for _, _, src in found.get("frontend", []))
+    # with the share set to 0 only a line that stopped counts
+    found = scores(Job.load(job), replace(DEFAULT, line_fell=0.0))
+    assert not any("log line fell" in why for _, why, _ in found["checkout-pod-1"])
+
+
+def test_on_a_real_code_fault_a_log_line_that_fell_names_the_culprit(job_of):
+    # TrainTicket, an exception in one service at 11:04: the line it wrote on most queries before the
+    # window it writes on few of them in it; nothing else of it moved
+    path = job_of("2023-01-29_11_04")
+    job = Job.load(path)
+    top, _, reasons = ranking(job)[0]
+    assert top in culprit_of(path)
+    assert any("log line fell" in why for why in reasons)

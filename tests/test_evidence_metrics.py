@@ -1,0 +1,146 @@
+"""The evidence ranking's metric signals: floors in the metric's unit (a success rate, a time in seconds, a
+count of events), a new pod against its peers, improvements ignored, client-side and entry-point
+measurements, and an entity whose resource use alone moved; on small made-up series and on real cases."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from rcagent.job import Job
+from rcagent.tools.common import deviation, second
+from rcagent.tools.overview import DEFAULT, ranking, scores
+from tests.evidence_jobs import culprit_of, write_table
+from tests.hostile import make_job
+
+
+def test_a_success_rate_drop_of_a_few_points_counts():
+    assert deviation(100.0, 0.0, 85.0, 100.0, "success_rate(%)") <= -15
+    assert abs(deviation(100.0, 0.0, 85.0, 100.0, "requests")) < 3       # a count: 15% is within its floor
+    # a rate whose name carries no unit is read as a percentage (or a ratio, below 1) all the same
+    assert deviation(100.0, 0.0, 95.0, 100.0, "availability_average") <= -5
+    assert deviation(1.0, 0.0, 0.95, 1.0, "success_ratio") <= -5
+
+
+def test_a_blip_on_a_millisecond_series_in_seconds_does_not_dominate():
+    # 5 ms on average, one sample at 0.1 s: the second most extreme value is what scores
+    window = [0.005, 0.006, 0.1]
+    assert second(sorted(window, reverse=True)[:2]) == 0.006
+    assert abs(deviation(0.005, 0.0005, 0.005, second([0.1, 0.006]), "latency_p90_s")) < 1
+    # the floor alone keeps even the spike itself moderate in a series measured in seconds
+    assert deviation(0.005, 0.0005, 0.005, 0.1, "latency_p90_s") < 10 < deviation(0.005, 0.0005, 0.005, 0.1, "x")
+
+
+def test_a_count_of_events_is_floored_at_its_poisson_noise():
+    # a rarely called endpoint: none in the baseline, three in the window, is no outage
+    assert deviation(0.0, 0.0, 0.0, 3.0, "requests_sum") <= 3
+    assert deviation(0.0, 0.0, 0.0, 3.0, "queue_depth") >= 999        # not a count: the old absolute floor
+    # a busy one that doubled still counts, by far
+    assert deviation(400.0, 5.0, 790.0, 800.0, "requests_sum") >= 10
+
+
+def test_a_new_pod_with_no_history_is_judged_against_its_peers(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    # peers: checkout-pod-1 serves 100% throughout; checkout-pod-2 is born in the window and serves 20%
+    rows += [(r[0], "checkout-pod-1", "success_rate(%)", 100.0) for r in rows if r[1] == "node-1"]
+    rows += [(r[0], "checkout-pod-2", "success_rate(%)", 20.0) for r in rows
+             if r[1] == "node-1" and r[0].minute >= 12]
+    con.execute("CREATE TABLE metrics (timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE)")
+    con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)", rows)
+    con.table("metrics").write_parquet(str(job / "metrics.parquet"))
+    ents = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.execute("CREATE TABLE entities (id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR)")
+    con.executemany("INSERT INTO entities VALUES (?, ?, ?, ?)", ents + [("checkout-pod-2", "pod", "checkout", "node-1")])
+    con.table("entities").write_parquet(str(job / "entities.parquet"))
+    con.close()
+    signals = scores(Job.load(job)).get("checkout-pod-2", [])
+    assert any("success_rate(%) down" in why and "against its peers" in why for _, why, _ in signals)
+
+
+def test_a_quality_metric_that_improved_is_no_evidence(tmp_path):
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    # the node's availability was 0 in the baseline (a bad day) and is 100 in the window
+    rows += [(r[0], "node-1", "availability_average", 100.0 if r[0].minute >= 10 else 0.0) for r in rows
+             if r[1] == "node-1"]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    assert not any("availability" in why for _, why, _ in scores(Job.load(job)).get("node-1", []))
+
+
+METRICS = "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE"
+
+
+def _add_metrics(job: Path, series: dict[tuple[str, str], tuple[float, float]]) -> None:
+    """make_job's metrics plus each (entity, metric): its value in the baseline and from minute 12 on."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    rows += [(dt.datetime(2024, 1, 1, 0, minute), entity, metric, (hi if minute >= 12 else lo) + 0.001 * (minute % 3))
+             for (entity, metric), (lo, hi) in series.items() for minute in range(20)]
+    write_table(job, "metrics", METRICS, rows)
+
+
+def _add_entities(job: Path, entities: list[tuple]) -> None:
+    """make_job's entities plus these (id, kind, service, node)."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "entities.parquet")]).fetchall()
+    con.close()
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR", rows + entities)
+
+
+def _metric_score(job: Job, entity: str, metric: str) -> float:
+    return next(s for s, why, _ in scores(job)[entity] if why.startswith(metric + " "))
+
+
+def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path):
+    # a pod's client-side p99 jumps from 5 ms to 28.8 s (one slow call of a sparse series) while the
+    # latency of the requests it serves stays flat: background work, not what its users wait on
+    flat = tmp_path / "flat"
+    _add_metrics(make_job(flat), {("checkout-pod-1", "client_latency_p99_s"): (0.005, 28.8),
+                                  ("checkout-pod-1", "server_latency_p99_s"): (0.02, 0.02)})
+    rose = tmp_path / "rose"
+    _add_metrics(make_job(rose), {("checkout-pod-1", "client_latency_p99_s"): (0.005, 28.8),
+                                  ("checkout-pod-1", "server_latency_p99_s"): (0.02, 2.0)})
+    background, served = (_metric_score(Job.load(j), "checkout-pod-1", "client_latency_p99_s") for j in (flat, rose))
+    assert background == pytest.approx(DEFAULT.client_weight * served)
+
+
+def test_the_users_entry_point_is_measured_from_outside(tmp_path):
+    # the entry's latency is the whole system's, seen by its users: weighed as a client-side measurement
+    job = make_job(tmp_path / "j")
+    _add_entities(job, [("entry", "entry", None, None), ("gateway", "service", "gateway", None)])
+    _add_metrics(job, {("entry", "latency_p90_s"): (0.1, 3.0), ("gateway", "latency_p90_s"): (0.1, 3.0)})
+    loaded = Job.load(job)
+    assert _metric_score(loaded, "entry", "latency_p90_s") == pytest.approx(
+        DEFAULT.client_weight * _metric_score(loaded, "gateway", "latency_p90_s"))
+
+
+def test_an_entity_with_no_sign_of_serving_worse_weighs_less(tmp_path):
+    # the node's disk reads triple and a pod's client-side latency jumps: resources and a view of others;
+    # checkout's own latency and errors rise: it serves worse
+    job = make_job(tmp_path / "j")
+    _add_entities(job, [("batch", "service", "batch", None)])
+    _add_metrics(job, {("node-1", "disk_reads"): (30.0, 90.0), ("batch", "client_latency_s"): (0.01, 2.0)})
+    loaded = Job.load(job)
+    weighed = {e: s for e, s, _ in ranking(loaded)}
+    plain = {e: s for e, s, _ in ranking(loaded, params=replace(DEFAULT, resource_only=1.0))}
+    for entity in ("node-1", "batch"):
+        assert weighed[entity] == pytest.approx(DEFAULT.resource_only * plain[entity], abs=0.1)
+    assert weighed["checkout"] == plain["checkout"]
+
+
+def test_on_a_real_job_resource_use_alone_weighs_less_than_serving_worse(job_of):
+    # TrainTicket, an exception in one service at 10:50: another pod's syscalls rise five-fold and its
+    # client-side latency jumps, but nothing it serves got worse; the culprit's routine line stopped
+    path = job_of("2023-01-29_10_50")
+    job = Job.load(path)
+    assert ranking(job)[0][0] in culprit_of(path)
+    plain = ranking(job, params=replace(DEFAULT, resource_only=1.0))
+    assert plain[0][0] not in culprit_of(path)
