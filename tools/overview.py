@@ -5,7 +5,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   quality metric is no evidence; client-side measurements (and the users' entry point) weigh less, less
   again a client-side latency of an entity whose served latency did not rise; a latency that a callee's
   explains (times the calls to it per request), or that the entity's own time per call (traces) does not,
-  weighs less; a pod with no history against its peers; without a baseline, a pod against its replicas;
+  weighs less; a pod with no history against its peers; without a baseline, a pod against its replicas
+  and any other entity against the others of its kind (on a log scale, only above them);
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
   and more calls are the callers' doing), slower p95 latency, typical from the onset on rather than a
@@ -54,6 +55,7 @@ CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outra
 PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
 KIND_PEERS_MIN = 5       # ... and entities of one kind (services, databases) for one of them with the others
 KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of its kind (a log scale)
+REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 
@@ -268,7 +270,7 @@ def _metric_series(job: Job, rows: dict) -> list[tuple]:
 
 def _metric_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
-    history, from its peers'; without a baseline, from its replicas)."""
+    history, from its peers'; without a baseline, from its replicas or the others of its kind)."""
     series = _metric_series(job, rows)
     own = {name: own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
     # entities with a served-side latency series (not client-side), and those whose served latency rose
@@ -299,7 +301,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
         # no fault-free baseline came with the job: an entity far from its peers on the same metric stands
         # out although its own history is unknown
         for entity, metric, z, peers in peer_outliers(job):
-            if abs(z) >= (params.z_min if peers == "its replicas" else KIND_Z_MIN) and not _better(metric, z):
+            if abs(z) >= (params.z_min if peers == REPLICAS else KIND_Z_MIN) and not _better(metric, z):
                 yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off {peers} (no baseline)",
                                "metrics")
 
@@ -364,7 +366,7 @@ def peer_outliers(job: Job) -> list[tuple[str, str, float, str]]:
         median = statistics.median(values)
         mad = statistics.median(abs(v - median) for v in values)
         spread = max(1.4826 * mad, floor(median, metric))
-        out += [(entity, metric, (value - median) / spread, "its replicas") for entity, value in members]
+        out += [(entity, metric, (value - median) / spread, REPLICAS) for entity, value in members]
     for (kind, metric), members in kinds.items():
         if len(members) < KIND_PEERS_MIN or any(v < 0 for _, v in members):
             continue
