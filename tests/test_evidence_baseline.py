@@ -20,18 +20,23 @@ from tests.evidence_jobs import write_table
 from tests.hostile import make_job
 
 
+def _without_baseline(imported, labels, source: str):
+    """(job without its baseline, label) for every real job of one source."""
+    for job_id, lab in labels.items():
+        if lab.get("source") == source:
+            job = Job.load(imported["dest"] / "jobs" / job_id)
+            without_baseline(job)
+            yield job, lab
+            job.con.close()
+
+
 def test_on_real_jobs_without_their_baseline_no_request_count_reaches_the_cap(imported, labels):
     # PetSite's request counts are sparse: without the baseline, a few requests after none in the short
     # stretch before the onset scored the cap (999 sd) before counts had a floor of their own
     total = capped = 0
-    for job_id, lab in labels.items():
-        if lab.get("source") != "petshop":
-            continue
-        job = Job.load(imported["dest"] / "jobs" / job_id)
-        without_baseline(job)
+    for job, _ in _without_baseline(imported, labels, "petshop"):
         total += 1
         capped += sum("requests_sum up 999 sd" in why for sigs in scores(job).values() for _, why, _ in sigs)
-        job.con.close()
     assert total >= 40 and capped == 0, (capped, total)
 
 
@@ -105,15 +110,10 @@ def test_on_real_jobs_whose_window_is_all_fault_the_culprit_stands_out_from_the_
     # SockShop's windows start after the injection: without their baseline there is no onset to split at,
     # and only the other services tell how far the culprit is from normal
     first = total = 0
-    for job_id, lab in labels.items():
-        if lab.get("source") != "rcd":
-            continue
-        job = Job.load(imported["dest"] / "jobs" / job_id)
-        without_baseline(job)
+    for job, lab in _without_baseline(imported, labels, "rcd"):
         top = ranking(job)
         total += 1
         first += bool(top) and top[0][0] == lab["root_causes"][0]["entity"]
-        job.con.close()
     assert total >= 20 and first >= 0.8 * total, (first, total)
 
 
