@@ -248,6 +248,11 @@ class Job:
             names += [e.id for e in self.entities.values() if e.node == entity.id and e.id != entity.id]
         return names
 
+    def without_history(self) -> list[str]:
+        """The tables of series (metrics, traces, logs) that have rows but no baseline period, not even the
+        window's part before an onset: nothing of their own to compare the window with."""
+        return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
+
     def summary(self) -> str:
         kinds: dict[str, int] = {}
         for e in self.entities.values():
@@ -263,6 +268,10 @@ class Job:
                       f"{self.onset.end}")
             baseline += (f"; for {', '.join(self.onset.tables)}, which had none: the window before the onset "
                          f"({self.onset.start} to {self.onset.end})")
+        elif self.without_history():
+            baseline += (f"; for {', '.join(self.without_history())}, none, and no onset stands out inside the window "
+                         "(it is one regime): entities are compared with their peers (pods with their replicas, "
+                         "others with the rest of their kind)")
         text = (f"System: {self.system}\nFlagged window: {window}\nBaseline: {baseline}"
                 f"\nInventory: {inv}\nRows: {tables}")
         if missing:

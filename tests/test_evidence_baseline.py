@@ -90,7 +90,10 @@ SERVICES_CPU = {"frontend": 12.0, "cart": 2.0, "payment": 1.0, "email": 0.5, "ad
 def test_a_window_that_is_one_regime_has_no_onset(tmp_path):
     # flat noise: the best split of the real series is no better than the best split of shuffled ones
     job = _flat_job(tmp_path, {**SERVICES_CPU, "checkout": 95.0})
-    assert job.onset is None and job.baseline == []
+    assert job.onset is None and job.baseline == [] and job.without_history() == ["metrics"]
+    # the model and the reader are told what the comparison is
+    assert "for metrics, none, and no onset stands out inside the window" in job.summary()
+    assert overview(job).startswith("Entities ranked by how far they stand from their peers")
 
 
 def test_without_any_history_a_service_far_above_the_others_of_its_kind_is_named(tmp_path):

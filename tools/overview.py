@@ -297,7 +297,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
         yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
                        f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
                        + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
-    if (job.onset is not None and "metrics" in job.onset.tables) or not job.baseline_seconds("metrics"):
+    if (job.onset is not None and "metrics" in job.onset.tables) or "metrics" in job.without_history():
         # no fault-free baseline came with the job: an entity far from its peers on the same metric stands
         # out although its own history is unknown
         for entity, metric, z, peers in peer_outliers(job):
@@ -471,7 +471,9 @@ def overview(job: Job, kind: str | None = None) -> str:
         return changes + "No entity moved noticeably from its baseline."
     rows = [[i + 1, e, job.entities[e].kind, f"{s:.0f}", "; ".join(r)] for i, (e, s, r) in enumerate(ranked[:LIMIT])]
     # changes first: a long overview reaches the prompt as its head (OBSK)
-    text = changes + "Entities ranked by anomaly score (higher = moved more from baseline):\n"
+    text = changes + ("Entities ranked by how far they stand from their peers (no baseline, and no onset inside "
+                      "the window):\n" if "metrics" in job.without_history() else
+                      "Entities ranked by anomaly score (higher = moved more from baseline):\n")
     load = traffic_factor(job)
     if abs(load - 1) > 0.2:
         text = (f"User traffic in the window is {load:.1f}x the baseline; call and error rates are compared "
