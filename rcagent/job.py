@@ -270,8 +270,10 @@ class Job:
                          f"({self.onset.start} to {self.onset.end})")
         elif self.without_history():
             baseline += (f"; for {', '.join(self.without_history())}, none, and no onset stands out inside the window "
-                         "(it is one regime): entities are compared with their peers (pods with their replicas, "
-                         "others with the rest of their kind)")
+                         "(it is one regime)")
+            if "metrics" in self.without_history():
+                baseline += (": metrics are compared with their peers' (pods with their replicas, others with the "
+                             "rest of their kind)")
         text = (f"System: {self.system}\nFlagged window: {window}\nBaseline: {baseline}"
                 f"\nInventory: {inv}\nRows: {tables}")
         if missing:
