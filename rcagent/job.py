@@ -268,10 +268,10 @@ class Job:
                       f"{self.onset.end}")
             baseline += (f"; for {', '.join(self.onset.tables)}, which had none: the window before the onset "
                          f"({self.onset.start} to {self.onset.end})")
-        elif self.without_history():
-            baseline += (f"; for {', '.join(self.without_history())}, none, and no onset stands out inside the window "
+        elif bare := self.without_history():
+            baseline += (f"; for {', '.join(bare)}, none, and no onset stands out inside the window "
                          "(it is one regime)")
-            if "metrics" in self.without_history():
+            if "metrics" in bare:
                 baseline += (": metrics are compared with their peers' (pods with their replicas, others with the "
                              "rest of their kind)")
         text = (f"System: {self.system}\nFlagged window: {window}\nBaseline: {baseline}"

@@ -110,14 +110,11 @@ def find_onset(job: Job) -> dt.datetime | None:
     return job.window.start + dt.timedelta(seconds=split * width)
 
 
-SERIES_TABLES = ("metrics", "traces", "logs")
-
-
 def split_at_onset(job: Job) -> dt.datetime | None:
     """For a job with a table of series (metrics, traces, logs) that no baseline period covers: the window
     before the onset becomes the baseline of those tables, and the window starts at the onset. Returns the
     onset, or None (the job is left as it was)."""
-    bare = tuple(t for t in SERIES_TABLES if job.rows.get(t) and not job.baseline_seconds(t))
+    bare = tuple(job.without_history())
     if not bare:
         return None
     onset = find_onset(job)
