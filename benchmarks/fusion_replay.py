@@ -7,7 +7,8 @@ evidence ranking with its scores. `rcagent.fusion.fuse` is applied to both with 
 fused ranking scored against the labels: what the model's vote would have given, from the same runs.
 A vote of 0 is the ranking alone. Then the vote is chosen leave-one-system-out, as `rcagent bench ranking`
 chooses the ranking's weights: for each system, the vote with the best mean PR@1 on the other systems'
-runs (ties to the smaller vote: the model's say must earn its place) scores the held-out system's runs.
+runs, each other system one vote (ties to the smaller vote: the model's say must earn its place), scores the
+held-out system's runs.
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def leave_one_out(scored: list[tuple[str, dict[float, float]]], group_of: dict[s
         by_group[group_of.get(job, "?")].append(pr1)
     rows, held = [], []
     for group, runs in sorted(by_group.items()):
-        train = [pr1 for g, rs in by_group.items() if g != group for pr1 in rs]
-        vote = max(VOTES, key=lambda v: (round(statistics.fmean(r[v] for r in train), 9) if train else 0.0, -v))
+        train = [rs for g, rs in by_group.items() if g != group]
+        vote = max(VOTES, key=lambda v: (round(statistics.fmean(statistics.fmean(r[v] for r in rs) for rs in train), 9)
+                                         if train else 0.0, -v))
         held += [(r, vote) for r in runs]
         rows.append((group, len(runs), vote, *(statistics.fmean(r[v] for r in runs) for v in (vote, 0.0,
                                                                                               fusion.MODEL_VOTE))))

@@ -29,11 +29,22 @@ def test_parameters_are_chosen_on_the_other_groups_only():
     # held out A: chosen on B and C, which prefer b, so A scores 0 although a would have found all of A
     assert results["A"]["params"] == dataclasses.asdict(b)
     assert results["A"]["overview_pr1"] == 0.0
-    # held out B: chosen on A (a, 3 jobs) and C (b, 1 job): a wins, B scores 0
+    # held out B: chosen on A (a) and C (b), one vote each: a tie in PR@1 and RR, the earlier setting a; B scores 0
+    assert results["B"]["params"] == dataclasses.asdict(a)
     assert results["B"]["overview_pr1"] == 0.0
     # held out C: chosen on A and B (a tie, 3 jobs each): the earlier grid setting, a; C scores 0
     assert results["C"]["overview_pr1"] == 0.0
     assert results["all"]["cases"] == 7
+
+
+def test_each_other_group_is_one_vote_whatever_its_number_of_jobs():
+    a, b = GRID[0], GRID[-1]
+    rows = [_row("A", {a}) for _ in range(5)] + [_row("B", {b}), _row("C", {b}), _row("D", {b})]
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    # held out D: a finds 5 of the 7 other jobs, b 2 of them; but b finds the culprit on two of the three
+    # other systems: b is chosen, and D scores 1
+    assert results["D"]["params"] == dataclasses.asdict(b)
+    assert results["D"]["overview_pr1"] == 1.0
 
 
 def test_the_no_baseline_variant_gets_its_own_choice_made_on_the_other_groups():
@@ -101,4 +112,6 @@ def test_the_model_s_vote_is_chosen_on_the_other_systems_runs():
     assert rows["A"][2] == 0.0 and rows["A"][3] == 0.0 and rows["A"][5] == 1.0
     # held out B: A and C favour a vote of 0.5 (the smaller of the two that win): B scores 0
     assert rows["B"][2] == 0.5 and rows["B"][3] == 0.0 and rows["B"][4] == 1.0
-    assert rows["all"][1] == 4 and rows["all"][3] == 0.25
+    # held out C: A (two runs) favours 0.5, B favours 0, one vote each: a tie, the smaller vote; C scores 0
+    assert rows["C"][2] == 0.0 and rows["C"][3] == 0.0
+    assert rows["all"][1] == 4 and rows["all"][3] == 0.0
