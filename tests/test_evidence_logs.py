@@ -128,3 +128,32 @@ def test_on_a_real_code_fault_a_log_line_that_fell_names_the_culprit(job_of):
     top, _, reasons = ranking(job)[0]
     assert top in culprit_of(path)
     assert any("log line fell" in why for why in reasons)
+
+
+def test_an_error_line_new_in_the_window_flags_its_entity_unless_it_names_another_service(tmp_path):
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        for pod in ("checkout-pod-1", "cart-pod-1"):
+            rows.append((t, pod, "INFO", f"{t} INFO c.App#39 order {minute}{second} received", None))
+        if minute >= 10 and second == 0:   # once a minute in the window, never before
+            rows.append((t, "checkout-pod-1", "ERROR", f"{t} ERROR c.Pay#129 price lookup failed: null", None))
+            rows.append((t, "cart-pod-1", "ERROR", f"{t} ERROR c.Cart#12 call to checkout failed", None))
+        if minute in (3, 13) and second == 0:  # a warning seen in the baseline too: nothing new
+            rows.append((t, "checkout-pod-1", "WARN", f"{t} WARN c.Pay#7 slow lookup", None))
+    job = make_job(tmp_path / "j")
+    write_table(job, "logs", LOGS, rows)
+    found = scores(Job.load(job))
+    new = [why for _, why, _ in found["checkout-pod-1"] if "new in the window" in why]
+    assert new and "(10 lines, none before)" in new[0] and "c.Pay#129" in new[0] and "c.Pay#7" not in new[0]
+    # the caller's new error lines report the checkout's failure: not a failing path of its own
+    assert not any("new in the window" in why for _, why, _ in found.get("cart-pod-1", []))
+
+
+def test_on_a_real_code_fault_the_error_line_new_in_the_window_names_the_culprit(job_of):
+    # TrainTicket, a wrong return value in one service at 09:42: it writes an ERROR line it never wrote in
+    # the baseline; the other services' latency moved about as much
+    path = job_of("2023-01-29_09_42")
+    job = Job.load(path)
+    top, _, reasons = ranking(job)[0]
+    assert top in culprit_of(path)
+    assert any("error-like log line new in the window" in why for why in reasons)

@@ -1,6 +1,7 @@
 """The overview's log signals: per entity and log template (numbers and ids masked, a "#46" source line kept),
-error-like lines beyond their share of the entity's lines, and routine lines that stopped or fell to a
-fraction of their share (an exception thrown before them)."""
+error-like lines beyond their share of the entity's lines, error-like lines never written in the baseline
+(a failing code path), and routine lines that stopped or fell to a fraction of their share (an exception
+thrown before them)."""
 from __future__ import annotations
 
 import math
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
 LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
+NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
 
 
 def log_rows(job: Job) -> list[tuple]:
@@ -56,9 +58,12 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
         return
     per: dict[str, list] = defaultdict(list)
     named: dict[str, int] = defaultdict(int)
+    new: dict[str, list] = defaultdict(list)
     for entity, line, bad, b, w, other in lines:
         per[entity].append((line, bad, b, w))
         named[entity] += other if bad else 0
+        if bad and b == 0 and w - other > 0:
+            new[entity].append((w - other, line))
     for entity, items in per.items():
         b_all, w_all = sum(b for _, _, b, _ in items), sum(w for _, _, _, w in items)
         b_bad, w_bad = sum(b for _, bad, b, _ in items if bad), sum(w for _, bad, _, w in items if bad)
@@ -78,6 +83,13 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
                                f"(expected from its log volume{note})", "logs")
         if b_all < 10 or w_all < 5:
             continue
+        # an error-like line the entity never wrote in a baseline where it logged, and that names no other
+        # service: a code path of its own that now fails (an exception it throws, not one it was handed)
+        fresh = sum(n for n, _ in new[entity])
+        if fresh >= NEW_MIN:
+            first = max(new[entity])[1]
+            yield entity, (min(10 * fresh / w_min, 100.0),
+                           f"error-like log line new in the window ({fresh} lines, none before): {first[:80]}", "logs")
         for line, bad, b, w in items:
             expected = w_all * b / b_all
             # a line that fell rather than stopped needs a baseline of its own, a real drop and one beyond
