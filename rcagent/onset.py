@@ -7,8 +7,9 @@ For every candidate split the share of a series' variance that a step at that sp
 segment sum of squares over total) is summed over all series: the onset is the split that the most series
 agree on. It is an onset only if the series agree on it more than they agree on any split of the same
 series with their buckets shuffled (SHUFFLES seeded permutations: a permutation test at about 5%): otherwise
-the window is one regime (the fault began before it, or nothing shifted) and there is no onset. Before the
-onset then serves as the baseline and the rest as the window, so every tool compares like with like. A
+the window is one regime (the fault began before it, or nothing shifted) and there is no onset. The onset
+then moves back to the start of any metric sample that spans it (a 5-minute sample stamped 04:47 holds the
+minutes after an onset at 04:47:50). Before the onset then serves as the baseline and the rest as the window, so every tool compares like with like. A
 single mean-shift split by cumulative sums is all this needs: one vectorised pass over all series (a
 change-point library would loop over tens of thousands of series one by one).
 """
@@ -107,7 +108,36 @@ def find_onset(job: Job) -> dt.datetime | None:
     if not scores.any() or not beyond_chance(matrix, scores.max(), edge):
         return None
     split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
-    return job.window.start + dt.timedelta(seconds=split * width)
+    return _before_any_sample_across(job, job.window.start + dt.timedelta(seconds=split * width))
+
+
+def _before_any_sample_across(job: Job, onset: dt.datetime) -> dt.datetime | None:
+    """The onset moved back to the start of the metric sample that spans it, so that no sample of the part
+    before the onset holds a post-onset aggregate. A sample stamped t covers [t, t + step) (step: the usual
+    gap of the table's series in the window; a sparse series does not set it), as a 5-minute
+    cloud-monitoring sample does; a series stamped at the end of its interval loses nothing by this (its
+    sample at or before the onset lies wholly before it, and merely joins the part after). Not moved when
+    that would leave the typical series fewer than MIN_POINTS samples before it (no spread to judge the
+    rest by); None when nothing would be left before it at all."""
+    if not job.rows.get("metrics"):
+        return onset
+    since, before = job.query(f"""
+            WITH gaps AS (SELECT entity, metric, timestamp, epoch(timestamp) - epoch(lag(timestamp)
+                                 OVER (PARTITION BY entity, metric ORDER BY timestamp)) AS gap
+                          FROM metrics WHERE {job.in_window()} AND value IS NOT NULL),
+                 series AS (SELECT entity, metric, median(gap) AS step,
+                                   max(timestamp) FILTER (WHERE timestamp <= $onset) AS last
+                            FROM gaps GROUP BY entity, metric),
+                 usual AS (SELECT mode(step) AS step FROM series),
+                 moved AS (SELECT min(last) AS since FROM series, usual
+                           WHERE series.step = usual.step AND epoch($onset) - epoch(last) < usual.step)
+            SELECT (SELECT since FROM moved),
+                   (SELECT median(n) FROM (SELECT count(*) FILTER (WHERE g.timestamp < m.since) AS n
+                                           FROM gaps g, moved m GROUP BY g.entity, g.metric))""",
+                              {"onset": onset})[0]
+    if since is None or (before or 0) < MIN_POINTS:
+        return onset
+    return since if since > job.window.start else None
 
 
 def split_at_onset(job: Job) -> dt.datetime | None:

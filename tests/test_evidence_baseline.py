@@ -16,7 +16,7 @@ import yaml
 from rcagent.job import Job
 from rcagent.onset import step_scores, without_baseline
 from rcagent.tools.overview import DEFAULT, overview, ranking, scores
-from tests.evidence_jobs import write_table
+from tests.evidence_jobs import culprit_of, write_table
 from tests.hostile import make_job
 
 
@@ -149,6 +149,39 @@ def test_on_real_jobs_without_their_baseline_an_onset_is_found_near_the_injectio
             near += abs((onset - injected).total_seconds()) <= 120
         job.con.close()
     assert total >= 40 and found >= 0.9 * total and near >= 0.8 * total, (found, near, total)
+
+
+def test_the_onset_moves_back_to_the_start_of_a_coarse_sample_that_spans_it(tmp_path):
+    # the services' latency comes as 5-minute samples stamped at their start; two fine series (every 30 s)
+    # step at 00:12:30, and checkout's sample stamped 00:10 already holds the minutes after the step: it
+    # must not count as "before"
+    job = make_job(tmp_path / "coarse", meta=NO_BASELINE)
+    for table in ("traces", "logs", "events", "relations"):
+        (job / f"{table}.parquet").unlink(missing_ok=True)
+    rng = np.random.default_rng(2)
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", (3 if (m, s) >= (12, 30) else 1) * (1 + 0.02 * rng.normal()))
+            for m in range(20) for s in (0, 30) for entity in ("checkout", "frontend")]
+    rows += [(f"2024-01-01 00:{m:02d}:00", entity, "latency_p99", level * (1 + 0.05 * rng.normal()))
+             for m in (0, 5, 10, 15) for entity, level in SERVICES_CPU.items()]
+    rows += [(f"2024-01-01 00:{m:02d}:00", "checkout", "latency_p99", v)
+             for m, v in ((0, 0.030), (5, 0.034), (10, 0.49), (15, 0.50))]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+                [(entity, "service", entity, None) for entity in [*SERVICES_CPU, "checkout"]])
+    job = Job.load(job)
+    assert job.onset is not None and job.onset.end == dt.datetime(2024, 1, 1, 0, 10)
+    assert ranking(job)[0][0] == "checkout"
+    assert any("latency_p99 up" in why for _, why, _ in scores(job)["checkout"])
+
+
+def test_on_a_real_job_of_coarse_samples_the_culprit_is_found_without_a_baseline(job_of):
+    # PetSite, 5-minute samples: the onset inside the window falls 50 s after the start of a sample that
+    # already holds the culprit's latency rise; left in the part before the onset, it hid the rise
+    path = job_of("low_traffic/train/issue_3")
+    job = Job.load(path)
+    without_baseline(job)
+    assert job.onset.end == dt.datetime(2023, 4, 19, 4, 47)        # on the samples' grid, not 04:47:50
+    assert ranking(job)[0][0] in culprit_of(path)
 
 
 def test_a_deviation_already_there_before_the_onset_weighs_less(tmp_path):
