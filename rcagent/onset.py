@@ -8,10 +8,11 @@ segment sum of squares over total) is summed over all series: the onset is the s
 agree on. It is an onset only if the series agree on it more than they agree on any split of the same
 series with their buckets shuffled (SHUFFLES seeded permutations: a permutation test at about 5%): otherwise
 the window is one regime (the fault began before it, or nothing shifted) and there is no onset. The onset
-then moves back to the start of any metric sample that spans it (a 5-minute sample stamped 04:47 holds the
-minutes after an onset at 04:47:50). Before the onset then serves as the baseline and the rest as the window, so every tool compares like with like. A
-single mean-shift split by cumulative sums is all this needs: one vectorised pass over all series (a
-change-point library would loop over tens of thousands of series one by one).
+then moves back to the start of a metric sample that spans it (a 5-minute sample stamped 04:47 holds the
+minutes after an onset at 04:47:50). Before the onset then serves as the baseline and the rest as the
+window, so every tool compares like with like. A single mean-shift split by cumulative sums is all this
+needs: one vectorised pass over all series (a change-point library would loop over tens of thousands of
+series one by one).
 """
 from __future__ import annotations
 
@@ -108,10 +109,10 @@ def find_onset(job: Job) -> dt.datetime | None:
     if not scores.any() or not beyond_chance(matrix, scores.max(), edge):
         return None
     split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
-    return _before_any_sample_across(job, job.window.start + dt.timedelta(seconds=split * width))
+    return _back_to_sample_start(job, job.window.start + dt.timedelta(seconds=split * width))
 
 
-def _before_any_sample_across(job: Job, onset: dt.datetime) -> dt.datetime | None:
+def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime | None:
     """The onset moved back to the start of the metric sample that spans it, so that no sample of the part
     before the onset holds a post-onset aggregate. A sample stamped t covers [t, t + step) (step: the usual
     gap of the table's series in the window; a sparse series does not set it), as a 5-minute

@@ -159,7 +159,8 @@ def test_the_onset_moves_back_to_the_start_of_a_coarse_sample_that_spans_it(tmp_
     for table in ("traces", "logs", "events", "relations"):
         (job / f"{table}.parquet").unlink(missing_ok=True)
     rng = np.random.default_rng(2)
-    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", (3 if (m, s) >= (12, 30) else 1) * (1 + 0.02 * rng.normal()))
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu",
+             (3 if (m, s) >= (12, 30) else 1) * (1 + 0.02 * rng.normal()))
             for m in range(20) for s in (0, 30) for entity in ("checkout", "frontend")]
     rows += [(f"2024-01-01 00:{m:02d}:00", entity, "latency_p99", level * (1 + 0.05 * rng.normal()))
              for m in (0, 5, 10, 15) for entity, level in SERVICES_CPU.items()]
