@@ -112,14 +112,14 @@ def find_onset(job: Job) -> dt.datetime | None:
     return _back_to_sample_start(job, job.window.start + dt.timedelta(seconds=split * width))
 
 
-def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime | None:
+def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
     """The onset moved back to the start of the metric sample that spans it, so that no sample of the part
     before the onset holds a post-onset aggregate. A sample stamped t covers [t, t + step) (step: the usual
     gap of the table's series in the window; a sparse series does not set it), as a 5-minute
     cloud-monitoring sample does; a series stamped at the end of its interval loses nothing by this (its
     sample at or before the onset lies wholly before it, and merely joins the part after). Not moved when
     that would leave the typical series fewer than MIN_POINTS samples before it (no spread to judge the
-    rest by); None when nothing would be left before it at all."""
+    rest by)."""
     if not job.rows.get("metrics"):
         return onset
     since, before = job.query(f"""
@@ -136,9 +136,8 @@ def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime | None:
                    (SELECT median(n) FROM (SELECT count(*) FILTER (WHERE g.timestamp < m.since) AS n
                                            FROM gaps g, moved m GROUP BY g.entity, g.metric))""",
                               {"onset": onset})[0]
-    if since is None or (before or 0) < MIN_POINTS:
-        return onset
-    return since if since > job.window.start else None
+    # samples before `since` imply it lies after the window's start
+    return onset if since is None or (before or 0) < MIN_POINTS else since
 
 
 def split_at_onset(job: Job) -> dt.datetime | None:
