@@ -40,6 +40,11 @@ def log_rows(job: Job) -> list[tuple]:
                      {**ERROR_PARAMS, "services": services})
 
 
+def one_line(template: str) -> str:
+    """A template as a reason's quote: every run of whitespace (a newline, a tab, two spaces) one space."""
+    return " ".join(template.split())[:80]
+
+
 def share_fell(b: int, b_all: int, w: int, w_all: int) -> bool:
     """A line's share of the entity's lines fell beyond chance (two-proportion z-test, LINE_SD deviations)."""
     p = (b + w) / (b_all + w_all)
@@ -90,7 +95,7 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
         if fresh >= NEW_MIN:
             first = max(new[entity])[1]
             yield entity, (min(10 * fresh / w_min, 100.0),
-                           f"error-like log line new in the window ({fresh} lines, none before): {first[:80]}", "logs")
+                           f"error-like log line new in the window ({fresh} lines, none before): {one_line(first)}", "logs")
         for line, bad, b, w in items:
             expected = w_all * b / b_all
             # a line that fell rather than stopped needs a baseline of its own, a real drop and one beyond
@@ -99,4 +104,4 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
             if not bad and expected >= LINE_MIN and (w == 0 or fell):
                 what = "stopped" if w == 0 else f"fell to {w}"
                 yield entity, (log_ratio(expected / w_min, w / w_min),
-                               f"log line {what} ({expected:.0f} expected): {line[:80]}", "logs")
+                               f"log line {what} ({expected:.0f} expected): {one_line(line)}", "logs")
