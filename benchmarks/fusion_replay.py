@@ -8,7 +8,8 @@ fused ranking scored against the labels: what the model's vote would have given,
 A vote of 0 is the ranking alone. Then the vote is chosen leave-one-system-out, as `rcagent bench ranking`
 chooses the ranking's weights: for each system, the vote with the best mean PR@1 on the other systems'
 runs, each other system one vote (ties to the smaller vote: the model's say must earn its place), scores the
-held-out system's runs.
+held-out system's runs. The last column is the vote 0.5 (rcagent.fusion.MODEL_VOTE) that react used before
+the `model_vote` setting took its default from this choice.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from rcagent import fusion
 from rcagent.batch import read_results
+from rcagent.config import Settings
 from rcagent.eval.labels import load_label
 from rcagent.eval.rankbench import _groups
 from rcagent.eval.scoring import Inventory, level, score_case
@@ -71,7 +73,7 @@ def main(runs_path: Path, overview_path: Path, work: Path) -> None:
     scored = replay(runs_path, overview_path, work)
     print(f"{len(scored)} runs; fused PR@1 by the model's vote (0 = the ranking alone):")
     for vote in VOTES:
-        default = "  (the default)" if vote == fusion.MODEL_VOTE else ""
+        default = "  (the model_vote setting's default)" if vote == Settings().model_vote else ""
         print(f"  {vote:<5} {100 * statistics.fmean(r[vote] for _, r in scored) if scored else 0.0:5.1f}{default}")
     labels = {p.stem: load_label(work / "labels", p.stem) for p in (work / "labels").glob("*.yaml")}
     print("\nThe vote chosen leave-one-system-out (PR@1 in %):")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rcagent import explain
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.errors import UnknownEntity
-from rcagent.fusion import fuse
+from rcagent.fusion import MODEL_VOTE, fuse
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
 
@@ -26,14 +26,16 @@ def inventory_names(job: Job, raw, limit: int) -> list[str]:
     return names[:limit]
 
 
-def conclude(job: Job, run_id: str, model_names: list[str], args: dict, how: str = "fused") -> Diagnosis:
+def conclude(job: Job, run_id: str, model_names: list[str], args: dict, how: str = "fused",
+             vote: float = MODEL_VOTE) -> Diagnosis:
     """The diagnosis from the model's ranked picks (inventory ids) and its texts: fused with the evidence
-    ranking (`how`="fused") or the model's order alone ("model"); texts that are not sentences are written
-    from the evidence."""
+    ranking (`how`="fused", the model's first pick weighing `vote`) or the model's order alone ("model");
+    texts that are not sentences are written from the evidence."""
     ranked = [RootCause(e, job.entities[e].kind, 0.0) for e in model_names]
     evidence = ranking(job)
     if how == "fused":
-        ranked = [RootCause(e, job.entities[e].kind, s) for e, s in fuse(model_names, [(e, s) for e, s, _ in evidence])]
+        ranked = [RootCause(e, job.entities[e].kind, s) for e, s in fuse(model_names, [(e, s) for e, s, _ in evidence],
+                                                                     vote=vote)]
     else:
         for i, rc in enumerate(ranked):
             rc.score = round(1.0 / (i + 1), 3)

@@ -61,6 +61,10 @@ class Settings:
     experts: bool = False  # offer the expert agents (log_expert, code_expert) as tools
     # fused: the model's picks voted into the evidence ranking; model: as named
     ranking: Literal["fused", "model"] = "fused"
+    # fused (react, oneshot, sql): the weight of the model's first pick against the top entity's evidence (1);
+    # 0 = the evidence ranks, the model's order breaks its ties. Chosen leave-one-system-out on the default
+    # model's runs (benchmarks/fusion_replay.py); measure a larger model the same way before raising it
+    model_vote: Annotated[float, Field(ge=0, le=10)] = 0.0
     # self-consistency: finalizations sampled from the greedy prefix (1 = off)
     samples: Annotated[int, Field(ge=1, le=64)] = 1
     aggregate: Literal["embed", "llm"] = "embed"  # how sampled texts are merged: embed (nearest the centroid) | llm

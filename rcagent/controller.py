@@ -150,7 +150,8 @@ class Controller:
             raise ToolError(prompts.message("tool_failed", tool=tool.name, reason=exc)) from None
 
     def conclude(self, names: list[str], args: dict) -> Diagnosis:
-        return conclusion.conclude(self.job, self.run_id, names, args, self.settings.ranking)
+        return conclusion.conclude(self.job, self.run_id, names, args, self.settings.ranking,
+                                   self.settings.model_vote)
 
     def schema(self, last: bool = False) -> dict | None:
         """The next action's JSON schema (None without constrained decoding), narrowed by the rules."""

@@ -1,10 +1,15 @@
-"""The final ranking: the model's root causes fused with the overview's evidence ranking.
+"""The final ranking: the model's root causes fused with an evidence ranking.
 
-A small model names plausible entities but orders them poorly; the overview ranks every entity by how far
+A small model names plausible entities but orders them poorly; the evidence ranks every entity by how far
 its telemetry moved. Each entity scores its evidence (normalized so the top entity has 1) plus a vote from
-the model: MODEL_VOTE for the model's first pick, half that for its second, and so on. The model's first
-pick therefore wins whenever its evidence is at least half the top entity's, and an entity the model names
-without evidence can still enter the list (it scores its vote). The weight was fixed before any evaluation, not tuned on the cases.
+the model: `vote` for the model's first pick, half that for its second, and so on. At vote 0.5 the model's
+first pick wins whenever its evidence is at least half the top entity's; at 0 the evidence ranks and the
+model's order only breaks ties. An entity the model names without evidence still enters the list.
+
+react, oneshot and sql take the vote from the `model_vote` setting (default 0: on the default model's 60-job
+sample every vote up to 0.25 ties the ranking alone, 0.5 loses one case, and 0 is the vote chosen
+leave-one-system-out; docs/benchmarks.md). Span and graph modes fuse their own walk's picks at MODEL_VOTE,
+fixed before any evaluation.
 """
 from __future__ import annotations
 

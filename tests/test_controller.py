@@ -1,6 +1,7 @@
 """The ReAct controller with the scripted backend on a real TrainTicket job."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -36,7 +37,8 @@ def test_finalize_returns_ranked_inventory_entities(contacts_job, store, setting
     # the rest of the overview's ranking
     assert [r.entity for r in d.root_causes][:2] == picks and len(d.root_causes) == 10
     assert [r.kind for r in d.root_causes][:2] == ["pod", "service"]
-    assert d.root_causes[0].score > d.root_causes[1].score > d.root_causes[2].score
+    # at the default vote (0) the evidence scores; the model's order broke the tie of the two
+    assert d.root_causes[0].score >= d.root_causes[1].score > d.root_causes[2].score
     assert [e["action"] for e in events] == ["logs", "finalize"]
     # the prompt: rules, task, tool docs from the registry, no few-shot examples
     system = backend.calls[0]["messages"][0]["content"]
@@ -242,3 +244,16 @@ def test_text_that_is_not_a_sentence_is_written_from_the_evidence(contacts_job, 
                                   "solution": "Roll back the contacts service release"}}
     d, *_ = run(contacts_job, store, settings, act("logs", entity="ts-contacts-service"), json.dumps(kept))
     assert d.root_cause == "The contacts service returns wrong results" and d.note == ""
+
+
+def test_the_model_vote_setting_decides_whether_the_models_pick_outranks_the_evidence(contacts_job, store, settings):
+    from rcagent.tools.overview import ranking
+    evidence = [e for e, _, _ in ranking(contacts_job)]
+    third = evidence[2]
+    final = act("finalize", root_causes=[third], root_cause="it fails", solution="fix it",
+                evidence=["its calls fail"], responsibility="its team")
+    d = run(contacts_job, store, settings, act("logs", entity=third), final)[0]
+    assert d.model_root_causes == [third] and d.root_causes[0].entity == evidence[0]   # default vote 0
+    heavy = dataclasses.replace(settings, model_vote=2.0)
+    d = run(contacts_job, store, heavy, act("logs", entity=third), final)[0]
+    assert [r.entity for r in d.root_causes][:2] == [third, evidence[0]]

@@ -67,7 +67,8 @@ def analyze(job, backend, store, settings, deadline: float | None = None,
                        snapshot=key)
         if chosen:
             d = conclusion.conclude(job, run.id, chosen, {"root_cause": data.get("analysis"),
-                                                          "solution": data.get("solution")}, settings.ranking)
+                                                          "solution": data.get("solution")}, settings.ranking,
+                                    settings.model_vote)
         else:
             d = conclusion.best_effort(job, run.id, [], f"the one-shot answer was not usable ({error})")
         d.mode, d.steps, d.invalid_steps = "oneshot", 1, int(bool(error))

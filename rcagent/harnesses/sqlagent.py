@@ -248,7 +248,8 @@ class SqlAgent:
         if not names:
             raise Refused(prompts.message("sql_unknown_entities", names=json.dumps(raw)[:200]))
         args = {"root_cause": action.arguments.get("explanation"), "solution": action.arguments.get("solution")}
-        raise Submitted(conclusion.conclude(self.job, run_id, names, args, self.settings.ranking))
+        raise Submitted(conclusion.conclude(self.job, run_id, names, args, self.settings.ranking,
+                                               self.settings.model_vote))
 
 
 def analyze(job, backend, store, settings, progress=None, deadline: float | None = None,
