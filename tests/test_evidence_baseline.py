@@ -227,3 +227,54 @@ def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
     found = scores(Job.load(job), replace(DEFAULT, client_weight=0.0))["frontend"]
     client = [why for s, why, _ in found if why.startswith("client_latency_ms")]
     assert client and not any("before the onset" in why for why in client)
+
+
+WITH_BASELINE = """id: load
+system: test
+alert: latency high
+window: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}
+baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]
+"""
+
+
+def _cpu_job(tmp_path: Path, after: dict[str, float]) -> Job:
+    """Six services at cpu 10 (noise 2%) for ten baseline minutes; in the window each moves to its level in
+    `after` (the others stay). No traces, logs or events."""
+    job = make_job(tmp_path, meta=WITH_BASELINE)
+    for table in ("traces", "logs", "events", "relations"):
+        (job / f"{table}.parquet").unlink(missing_ok=True)
+    rng = np.random.default_rng(2)
+    names = ("front", "cart", "pay", "mail", "ads", "ship")
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", e, "cpu", (after.get(e, 10.0) if m >= 10 else 10.0)
+             * (1 + 0.02 * rng.normal())) for m in range(20) for s in (0, 30) for e in names]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+                [(e, "service", e, None) for e in names])
+    return Job.load(job)
+
+
+def test_a_fall_of_resource_use_most_of_a_kind_share_is_less_load_not_a_cause(tmp_path):
+    # four of six services use far less cpu in the window (less load reached them); one uses somewhat more
+    job = _cpu_job(tmp_path / "a", {"front": 3.0, "pay": 3.0, "mail": 3.0, "ads": 3.0, "cart": 13.0})
+    top = ranking(job)
+    assert top[0][0] == "cart"
+    fell = [why for e, _, whys in top if e == "front" for why in whys]
+    assert fell and "as most of its kind: less load" in fell[0]
+    assert ranking(job, params=replace(DEFAULT, shared=1.0))[0][0] != "cart"     # without the rule
+    # a fall two of six share is the entities' own: not discounted
+    two = ranking(_cpu_job(tmp_path / "b", {"front": 3.0, "pay": 3.0, "cart": 13.0}))
+    assert all("less load" not in why for _, _, whys in two for why in whys)
+    # nor is a rise most of them share (a fault's extra work spreads too)
+    rise = ranking(_cpu_job(tmp_path / "c", {"front": 30.0, "pay": 30.0, "mail": 30.0, "ads": 30.0}))
+    assert all("less load" not in why for _, _, whys in rise for why in whys)
+
+
+def test_on_a_real_job_without_its_baseline_the_load_that_fell_everywhere_is_not_the_cause(job_of):
+    # SockShop, a CPU fault in carts: without the baseline, the onset splits the window where most services'
+    # cpu fell; those falls outranked the culprit, which stands above the other services
+    path = job_of("carts-cpu/2")
+    job = Job.load(path)
+    without_baseline(job)
+    top = ranking(job)
+    assert top[0][0] in culprit_of(path)
+    assert sum("less load" in why for _, _, whys in top for why in whys) >= 3

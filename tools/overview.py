@@ -75,9 +75,11 @@ class RankingParams:
     resource_only: float = 0.5  # weight of an entity with no sign of serving worse (only resources, client side)
     line_fell: float = 0.5      # a routine log line counts when it fell to this share of its expected count
                                 # (0: only when it stopped)
+    shared: float = 0.5         # weight of a resource metric's fall most entities of its kind share (less load)
 
 
 DEFAULT = RankingParams()
+SHARED_MIN = 3           # a fall shared by fewer entities than this is not taken for less load
 
 
 def _rows(job: Job) -> dict[str, list[tuple]]:
@@ -280,10 +282,14 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             served.add(entity)
             if z >= params.z_min:
                 served_rose.add(entity)
+    shared = _shared_falls(job, series, params.z_min)
     for entity, metric, z, note, latency, client, waiting, _ in series:
         if abs(z) < params.z_min or _better(metric, z):
             continue
         weight = params.client_weight if client else 1.0
+        if z < 0 and (_kind_of(job, entity), metric) in shared:
+            weight *= params.shared
+            note += " (as most of its kind: less load)"
         if client and latency and entity in served and entity not in served_rose:
             # its calls to its dependencies got slower but the requests it serves did not: background or
             # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
@@ -304,6 +310,27 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
             if abs(z) >= (params.z_min if peers == REPLICAS else KIND_Z_MIN) and not _better(metric, z):
                 yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off {peers} (no baseline)",
                                "metrics")
+
+
+def _kind_of(job: Job, name: str) -> str | None:
+    ent = job.entities.get(name)
+    return ent.kind if ent is not None else None
+
+
+def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str | None, str]]:
+    """(kind, resource metric) that fell on at least half of the entities of that kind carrying it, and on at
+    least SHARED_MIN of them: less load arrived, which none of them caused. (A shared rise is kept: a fault's
+    extra work, retries and neighbours of a hog, spreads too.)"""
+    carriers: dict[tuple, set[str]] = defaultdict(set)
+    fell: dict[tuple, set[str]] = defaultdict(set)
+    for entity, metric, z, *_ in series:
+        if QUALITY.search(metric):
+            continue
+        key = (_kind_of(job, entity), metric)
+        carriers[key].add(entity)
+        if z <= -z_min:
+            fell[key].add(entity)
+    return {k for k, who in fell.items() if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[k])}
 
 
 def _service_of(job: Job, name: str) -> str:
