@@ -83,7 +83,8 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     if data.get("redacted"):
         figures += "; redacted before the model: " + ", ".join(f"{n} {k}" for k, n in data["redacted"].items())
     picks = data.get("model_root_causes") or []
-    named = (f"The model named {', '.join(picks)}; the ranking adds the overview's evidence."
+    named = (f"The model named {', '.join(picks)}; the ranking is the overview's evidence with the model's picks "
+             "weighed by the setting model_vote."
              if picks and picks != [c["entity"] for c in causes] else "")
     if fmt == "md":
         lines = [f"# Diagnosis of {data['job']}", "", f"Run `{data['run_id']}` — {status}.", "",
