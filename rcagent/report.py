@@ -83,8 +83,7 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
     if data.get("redacted"):
         figures += "; redacted before the model: " + ", ".join(f"{n} {k}" for k, n in data["redacted"].items())
     picks = data.get("model_root_causes") or []
-    named = (f"The model named {', '.join(picks)}; the ranking is the overview's evidence with the model's picks "
-             "weighed by the setting model_vote."
+    named = (f"The model named {', '.join(picks)}; the ranking above fuses its picks with the evidence."
              if picks and picks != [c["entity"] for c in causes] else "")
     if fmt == "md":
         lines = [f"# Diagnosis of {data['job']}", "", f"Run `{data['run_id']}` — {status}.", "",
