@@ -5,7 +5,7 @@ from __future__ import annotations
 from rcagent import explain
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.errors import UnknownEntity
-from rcagent.fusion import MODEL_VOTE, fuse
+from rcagent.fusion import fuse
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
 
@@ -26,8 +26,7 @@ def inventory_names(job: Job, raw, limit: int) -> list[str]:
     return names[:limit]
 
 
-def conclude(job: Job, run_id: str, model_names: list[str], args: dict, how: str = "fused",
-             vote: float = MODEL_VOTE) -> Diagnosis:
+def conclude(job: Job, run_id: str, model_names: list[str], args: dict, how: str, vote: float) -> Diagnosis:
     """The diagnosis from the model's ranked picks (inventory ids) and its texts: fused with the evidence
     ranking (`how`="fused", the model's first pick weighing `vote`) or the model's order alone ("model");
     texts that are not sentences are written from the evidence."""

@@ -69,19 +69,25 @@ def test_a_step_is_found_where_the_series_agree():
     assert int(np.argmax(step_scores(matrix))) + 1 == 18
 
 
-def _flat_job(tmp_path: Path, levels: dict[str, float]) -> Job:
-    """A job with no baseline whose window is one regime: each service's cpu is flat noise around its level
-    for all 20 minutes (the fault, if any, began before the window); no traces, logs or events."""
-    job = make_job(tmp_path / "flat", meta=NO_BASELINE)
+def _cpu_job(folder: Path, meta: str, level, names, noise: float, seed: int) -> Job:
+    """A job of services with one cpu series each, sampled every 30 s for 20 minutes at level(entity,
+    minute) times (1 + noise x N(0, 1)); no traces, logs, events or relations."""
+    job = make_job(folder, meta=meta)
     for table in ("traces", "logs", "events", "relations"):
         (job / f"{table}.parquet").unlink(missing_ok=True)
-    rng = np.random.default_rng(1)
-    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", level * (1 + 0.05 * rng.normal()))
-            for m in range(20) for s in (0, 30) for entity, level in levels.items()]
+    rng = np.random.default_rng(seed)
+    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", entity, "cpu", level(entity, m) * (1 + noise * rng.normal()))
+            for m in range(20) for s in (0, 30) for entity in names]
     write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
     write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
-           [(entity, "service", entity, None) for entity in levels])
+                [(entity, "service", entity, None) for entity in names])
     return Job.load(job)
+
+
+def _flat_job(tmp_path: Path, levels: dict[str, float]) -> Job:
+    """A job with no baseline whose window is one regime: each service's cpu is flat noise around its level
+    for all 20 minutes (the fault, if any, began before the window)."""
+    return _cpu_job(tmp_path / "flat", NO_BASELINE, lambda entity, _: levels[entity], levels, 0.05, 1)
 
 
 SERVICES_CPU = {"frontend": 12.0, "cart": 2.0, "payment": 1.0, "email": 0.5, "ads": 3.0, "shipping": 0.8}
@@ -237,35 +243,26 @@ baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]
 """
 
 
-def _cpu_job(tmp_path: Path, after: dict[str, float]) -> Job:
+def _load_job(tmp_path: Path, after: dict[str, float]) -> Job:
     """Six services at cpu 10 (noise 2%) for ten baseline minutes; in the window each moves to its level in
-    `after` (the others stay). No traces, logs or events."""
-    job = make_job(tmp_path, meta=WITH_BASELINE)
-    for table in ("traces", "logs", "events", "relations"):
-        (job / f"{table}.parquet").unlink(missing_ok=True)
-    rng = np.random.default_rng(2)
-    names = ("front", "cart", "pay", "mail", "ads", "ship")
-    rows = [(f"2024-01-01 00:{m:02d}:{s:02d}", e, "cpu", (after.get(e, 10.0) if m >= 10 else 10.0)
-             * (1 + 0.02 * rng.normal())) for m in range(20) for s in (0, 30) for e in names]
-    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
-    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
-                [(e, "service", e, None) for e in names])
-    return Job.load(job)
+    `after` (the others stay)."""
+    return _cpu_job(tmp_path, WITH_BASELINE, lambda e, m: after.get(e, 10.0) if m >= 10 else 10.0,
+                    ("front", "cart", "pay", "mail", "ads", "ship"), 0.02, 2)
 
 
 def test_a_fall_of_resource_use_most_of_a_kind_share_is_less_load_not_a_cause(tmp_path):
     # four of six services use far less cpu in the window (less load reached them); one uses somewhat more
-    job = _cpu_job(tmp_path / "a", {"front": 3.0, "pay": 3.0, "mail": 3.0, "ads": 3.0, "cart": 13.0})
+    job = _load_job(tmp_path / "a", {"front": 3.0, "pay": 3.0, "mail": 3.0, "ads": 3.0, "cart": 13.0})
     top = ranking(job)
     assert top[0][0] == "cart"
     fell = [why for e, _, whys in top if e == "front" for why in whys]
     assert fell and "as most of its kind: less load" in fell[0]
     assert ranking(job, params=replace(DEFAULT, shared=1.0))[0][0] != "cart"     # without the rule
     # a fall two of six share is the entities' own: not discounted
-    two = ranking(_cpu_job(tmp_path / "b", {"front": 3.0, "pay": 3.0, "cart": 13.0}))
+    two = ranking(_load_job(tmp_path / "b", {"front": 3.0, "pay": 3.0, "cart": 13.0}))
     assert all("less load" not in why for _, _, whys in two for why in whys)
     # nor is a rise most of them share (a fault's extra work spreads too)
-    rise = ranking(_cpu_job(tmp_path / "c", {"front": 30.0, "pay": 30.0, "mail": 30.0, "ads": 30.0}))
+    rise = ranking(_load_job(tmp_path / "c", {"front": 30.0, "pay": 30.0, "mail": 30.0, "ads": 30.0}))
     assert all("less load" not in why for _, _, whys in rise for why in whys)
 
 

@@ -287,7 +287,7 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
         if abs(z) < params.z_min or _better(metric, z):
             continue
         weight = params.client_weight if client else 1.0
-        if z < 0 and (_kind_of(job, entity), metric) in shared:
+        if (entity, metric) in shared:
             weight *= params.shared
             note += " (as most of its kind: less load)"
         if client and latency and entity in served and entity not in served_rose:
@@ -312,25 +312,22 @@ def _metric_signals(job: Job, rows: dict, params: RankingParams):
                                "metrics")
 
 
-def _kind_of(job: Job, name: str) -> str | None:
-    ent = job.entities.get(name)
-    return ent.kind if ent is not None else None
-
-
-def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str | None, str]]:
-    """(kind, resource metric) that fell on at least half of the entities of that kind carrying it, and on at
-    least SHARED_MIN of them: less load arrived, which none of them caused. (A shared rise is kept: a fault's
-    extra work, retries and neighbours of a hog, spreads too.)"""
+def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str, str]]:
+    """(entity, resource metric) of a fall that at least half of the entities of its kind carrying the metric,
+    and at least SHARED_MIN of them, share: less load arrived, which none of them caused. (A shared rise is
+    kept: a fault's extra work, retries and neighbours of a hog, spreads too.)"""
     carriers: dict[tuple, set[str]] = defaultdict(set)
     fell: dict[tuple, set[str]] = defaultdict(set)
     for entity, metric, z, *_ in series:
         if QUALITY.search(metric):
             continue
-        key = (_kind_of(job, entity), metric)
+        ent = job.entities.get(entity)
+        key = (ent.kind if ent is not None else None, metric)
         carriers[key].add(entity)
         if z <= -z_min:
             fell[key].add(entity)
-    return {k for k, who in fell.items() if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[k])}
+    return {(entity, metric) for (kind, metric), who in fell.items()
+            if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[kind, metric]) for entity in who}
 
 
 def _service_of(job: Job, name: str) -> str:
