@@ -310,3 +310,34 @@ def test_on_a_real_job_bursts_of_a_busy_service_do_not_outrank_the_culprit(job_o
     path = job_of("2023-01-29_09_30")
     job = Job.load(path)
     assert ranking(job)[0][0] in culprit_of(path)
+
+
+def _sparse_callee(tmp_path: Path, slow: range) -> Job:
+    """make_job plus a callee "search" of frontend called once a minute (10 calls in each period) at 20 ms,
+    400 ms in the window's minutes `slow` (0-9)."""
+    job = make_job(tmp_path / f"j{slow.start}-{slow.stop}")
+    con = duckdb.connect()
+    spans = con.execute("SELECT * FROM read_parquet(?)", [str(job / "traces.parquet")]).fetchall()
+    con.close()
+    spans += [(f"t{2 * minute}", f"s{minute}", f"a{2 * minute}", dt.datetime(2024, 1, 1, 0, minute, 30),
+               (400.0 if minute - 10 in slow else 20.0) + minute % 3, "search", "search", "query", "OK")
+              for minute in range(20)]
+    write_table(job, "traces", SPANS, spans)
+    return Job.load(job)
+
+
+def test_one_slow_call_of_a_few_is_no_latency_change(tmp_path):
+    # ten calls in each period: their p95 is the slowest call, so one slow call would read as 20 -> 230 ms;
+    # the median is compared instead, and it moves only when most calls got slower
+    assert not any("latency" in why for _, why, _ in scores(_sparse_callee(tmp_path, range(4, 5))).get("search", []))
+    assert any(why.startswith("latency p50 21->401 ms") for _, why, _ in
+               scores(_sparse_callee(tmp_path, range(0, 10)))["search"])
+
+
+@pytest.mark.parametrize("case", ["2023-01-29_09_25", "2023-01-29_09_49"])
+def test_on_a_real_job_a_p95_of_a_few_calls_does_not_outrank_the_culprit(job_of, case):
+    # TrainTicket, a code fault (an exception, a wrong return value) whose only sign is the culprit's new
+    # error line: a service with 8 calls in the baseline and 18 in the window, two of them slow, ranked
+    # first on its p95 (32 -> 205 ms) and its own time per call, a mean of those few calls
+    path = job_of(case)
+    assert ranking(Job.load(path))[0][0] in culprit_of(path)

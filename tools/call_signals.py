@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
+LATENCY_CALLS = 5        # a latency or own time per call is compared when each period has this many calls
 GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 
 
@@ -41,7 +42,7 @@ def call_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from the calls it received (traces), per service and per pod."""
     b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
     load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
-    for name, b, w, err, b95, w95 in rows["calls"]:
+    for name, b, w, err, b95, w95, quantile in rows["calls"]:
         # Calls are compared with what the callers' own requests would have made: the baseline's calls
         # scaled by how many of the requests that led to them (the parent operations) the callers still
         # served. A callee whose callers stopped getting those requests lost its calls upstream (a
@@ -72,7 +73,7 @@ def call_signals(job: Job, rows: dict, params: RankingParams):
             if s >= params.call_min:
                 # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
                 weight = params.symptom if waits(rows, name, own_rose) else 1.0
-                yield name, (weight * s, f"latency p95 {b95:.0f}->{w95:.0f} ms"
+                yield name, (weight * s, f"latency {quantile} {b95:.0f}->{w95:.0f} ms"
                              + (" (waiting on callees)" if weight < 1 else ""), "calls")
         if err:
             yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
@@ -121,9 +122,10 @@ def waits(rows: dict, name: str, own_rose: bool | None) -> bool:
 
 def own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) -> bool | None:
     """Whether the time spent in the entity itself per call (its spans minus their children: what it adds
-    to a request, as opposed to what its callees add) grew; None when unknown (no spans in either period)."""
+    to a request, as opposed to what its callees add) grew; None when unknown (fewer than LATENCY_CALLS calls in
+    either period: a mean of one or two calls is those calls)."""
     own_b, own_w = rows["own"].get(name, (None, None))
-    if not (b and w and own_b is not None and own_w is not None):
+    if not (min(b, w) >= LATENCY_CALLS and own_b is not None and own_w is not None):
         return None
     return own_w / w - own_b / b >= GAP_MIN_MS and log_ratio(own_w / w, own_b / b) >= params.call_min
 

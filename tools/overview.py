@@ -10,9 +10,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
   and more calls are the callers' doing), slower p95 latency, typical from the onset on rather than a
-  burst's (less when the entity's own time per call did not grow; faster calls are no evidence), own time
-  per call, error spans, a widened cross-span gap (the caller's side when it grew on most of one caller's
-  calls, else the callee's);
+  burst's (the median where a period has too few calls for a p95; less when the entity's own time per call
+  did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
+  (the caller's side when it grew on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
   another service: its failure as the entity saw it), a routine line that stopped or fell to a fraction of
   its share of the entity's lines (an exception thrown before it);
@@ -40,8 +40,8 @@ from rcagent.job import Job
 from rcagent.onset import find_onset
 from rcagent.tables import render_table
 from rcagent.tools import Param, register
-from rcagent.tools.call_signals import (call_signals, gap_signals, own_time, own_time_rose, requests_that_led,
-                                        traffic_factor, waits)
+from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, own_time_rose,
+                                        requests_that_led, traffic_factor, waits)
 from rcagent.tools.calls import edges
 from rcagent.tools.common import deviation, floor, second, short
 from rcagent.tools.log_signals import log_rows, log_signals
@@ -58,6 +58,7 @@ KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of 
 REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
 WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
+P95_CALLS = 20           # a p95 latency needs this many calls in each period (1 / (1 - 0.95)), else the median
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                            count(*) FILTER (WHERE {win} AND {ERR}),
                            quantile_cont(duration_ms, 0.95) FILTER (WHERE {base}),
-                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {win})
+                           quantile_cont(duration_ms, 0.95) FILTER (WHERE {win}),
+                           median(duration_ms) FILTER (WHERE {base}), median(duration_ms) FILTER (WHERE {win})
                     FROM edges WHERE {level} IS NOT NULL GROUP BY 1""")
             # the typical latency of the incident, not of its worst moments: the median of the 30 s p95s
             # from the onset on (a burst or two in an otherwise normal window, e.g. a periodic job, is not
@@ -127,9 +129,9 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                         FROM edges WHERE {level} IS NOT NULL AND {win} AND start >= $onset
                         GROUP BY 1, time_bucket(INTERVAL 30 SECOND, start) HAVING count(*) >= $n)
                     GROUP BY 1""", {"onset": onset, "n": BUCKET_MIN}))
-            calls = [(n, b, w, e, b95, w95 if w95 is None or typical.get(n) is None else min(w95, typical[n]))
-                     for n, b, w, e, b95, w95 in calls]
-            rows["calls"] += calls
+            rows["calls"] += [_latency(n, b, w, e, b95, w95 if w95 is None or typical.get(n) is None
+                                       else min(w95, typical[n]), b50, w50)
+                              for n, b, w, e, b95, w95, b50, w50 in calls]
         rows["own"] = own_time(job)
         rows["led"] = requests_that_led(job)
         rows["callers"] = {name for pair in job.query(f"SELECT DISTINCT caller, caller_pod FROM edges WHERE {win}")
@@ -145,6 +147,18 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     rows["logs"] = log_rows(job)
     job.cache["overview_rows"] = rows
     return rows
+
+
+def _latency(name, b, w, err, b95, w95, b50, w50) -> tuple:
+    """A callee's call row with the latency quantile its call counts support: (name, baseline calls, window
+    calls, error spans, baseline latency, window latency, quantile). A p95 of fewer than P95_CALLS calls is
+    the slowest call or two (one slow call in a dozen is no change): the median then; with fewer than
+    LATENCY_CALLS calls in either period, none."""
+    if min(b, w) >= P95_CALLS:
+        return name, b, w, err, b95, w95, "p95"
+    if min(b, w) >= LATENCY_CALLS:
+        return name, b, w, err, b50, w50, "p50"
+    return name, b, w, err, None, None, "p95"
 
 
 def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[float, str, str]]]:
