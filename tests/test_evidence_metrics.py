@@ -37,6 +37,8 @@ def test_a_blip_on_a_millisecond_series_in_seconds_does_not_dominate():
 def test_a_count_of_events_is_floored_at_its_poisson_noise():
     # a rarely called endpoint: none in the baseline, three in the window, is no outage
     assert deviation(0.0, 0.0, 0.0, 3.0, "requests_sum") <= 3
+    # a workload in operations is a count too: 0 -> 0.13 ops (a quiet pod's two minutes) read as 133 sd
+    assert deviation(0.0, 0.0, 0.0, 0.133, "PodWorkload(Ops)") < 1
     assert deviation(0.0, 0.0, 0.0, 3.0, "queue_depth") >= 999        # not a count: the old absolute floor
     # a busy one that doubled still counts, by far
     assert deviation(400.0, 5.0, 790.0, 800.0, "requests_sum") >= 10

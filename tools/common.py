@@ -45,7 +45,7 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
 SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
 RATE = re.compile(r"(?i)(success|availab)")
 MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
-COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b)")
+COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b|\(ops\))")
 
 
 def like_escape(text: str) -> str:
@@ -84,7 +84,7 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
     The floor is in the unit of the metric, read from its name: a percentage has one point (a success rate
     falling from 100% to 85% is 15 sd, however flat its baseline), and so has a success rate or
     availability whose name gives no unit (0.01 where it is a ratio); a count of events (requests, calls,
-    syscalls) one event, or its square root, the Poisson noise of a count (a rarely called endpoint called
+    syscalls, operations) one event, or its square root, the Poisson noise of a count (a rarely called endpoint called
     three times instead of none is no outage); a time in seconds at least 10 ms, in milliseconds at least
     10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
     baseline mean, and a small absolute amount, so that flat baselines do not turn noise into huge scores.
