@@ -23,15 +23,15 @@ weighs less: load and its dependencies explain such moves. A signal the window a
 onset found inside it weighs less: the baseline period differs from this day in more than the fault
 (another mix of requests).
 Rates are counts over the time a table recorded.
-A service inherits its pods' metric and log signals. The call and gap signals are in call_signals.py, the log
-signals in log_signals.py. No system, dataset or service is named in any of them (a test checks).
+A service inherits its pods' metric and log signals. The metric signals are in metric_signals.py, the call and
+gap signals in call_signals.py, the log signals in log_signals.py. No system, dataset or service is named in
+any of them (a test checks).
 """
 from __future__ import annotations
 
 import datetime as dt
 import math
 import re
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -40,11 +40,12 @@ from rcagent.job import Job
 from rcagent.onset import find_onset
 from rcagent.tables import render_table
 from rcagent.tools import Param, register
-from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, own_time_rose,
-                                        requests_that_led, traffic_factor, waits)
+from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, requests_that_led,
+                                        traffic_factor)
 from rcagent.tools.calls import edges
-from rcagent.tools.common import deviation, floor, second, short
+from rcagent.tools.common import short
 from rcagent.tools.log_signals import log_rows, log_signals
+from rcagent.tools.metric_signals import QUALITY, callees, higher_is_better, metric_rows, metric_signals
 
 LIMIT = 15
 
@@ -52,11 +53,6 @@ LIMIT = 15
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
-PEERS_MIN = 3            # pods of one service with the same metric needed to compare one with the others
-KIND_PEERS_MIN = 5       # ... and entities of one kind (services, databases) for one of them with the others
-KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of its kind (a log scale)
-REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
-WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 P95_CALLS = 20           # a p95 latency needs this many calls in each period (1 / (1 - 0.95)), else the median
 
@@ -80,7 +76,6 @@ class RankingParams:
 
 
 DEFAULT = RankingParams()
-SHARED_MIN = 3           # a fall shared by fewer entities than this is not taken for less load
 
 
 def _rows(job: Job) -> dict[str, list[tuple]]:
@@ -89,25 +84,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
         return job.cache["overview_rows"]
     rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": [],
                   "callers": set()}
-    if job.rows.get("metrics") and job.rows.get("entities"):
-        # pods with no baseline samples of a metric (born after it, e.g. by a rollout): their window
-        # against the baseline of the other pods of their service (the peers they join or replace)
-        base, win = job.in_baseline("metrics"), job.in_window()
-        rows["newborn"] = job.query(f"""
-                WITH pods AS (SELECT id, service FROM entities WHERE kind = 'pod' AND service IS NOT NULL),
-                     own AS (SELECT m.entity, p.service, m.metric, count(value) FILTER (WHERE {base}) AS b_n,
-                                    min(value, 2) FILTER (WHERE {win}) AS lo, max(value, 2) FILTER (WHERE {win}) AS hi
-                             FROM metrics m JOIN pods p ON m.entity = p.id GROUP BY ALL),
-                     peers AS (SELECT p.service, m.metric, avg(value) AS b_mean, stddev_samp(value) AS b_sd
-                               FROM metrics m JOIN pods p ON m.entity = p.id WHERE {base} GROUP BY ALL)
-                SELECT own.entity, own.metric, peers.b_mean, peers.b_sd, own.lo, own.hi
-                FROM own JOIN peers USING (service, metric) WHERE own.b_n = 0 AND own.hi IS NOT NULL""")
-    if job.rows.get("metrics"):
-        rows["metrics"] = job.query(f"""
-                SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                       stddev_samp(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                       min(value, 2) FILTER (WHERE {job.in_window()}), max(value, 2) FILTER (WHERE {job.in_window()})
-                FROM metrics GROUP BY ALL""")
+    rows["metrics"], rows["newborn"] = metric_rows(job)
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
@@ -169,7 +146,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         return job.cache[key]
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for source in (_metric_signals(job, rows, params), call_signals(job, rows, params), gap_signals(rows, params),
+    for source in (metric_signals(job, rows, params), call_signals(job, rows, params), gap_signals(rows, params),
                    log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
                                job.observed_seconds("logs") / 60, params)):
         for entity, signal in source:
@@ -201,7 +178,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         # caller's weighs `symptom`.
         if degraded[name]:
             since = f" ({reason or 'change'} until {at:%H:%M:%S})" if at != first_at else ""
-            callee = next((c for c in sorted(_callees(job).get(name, ())) if degraded.get(c)), None)
+            callee = next((c for c in sorted(callees(job).get(name, ())) if degraded.get(c)), None)
             weight, note = (params.symptom, f" (so did {callee}, a changed callee)") if callee else (1.0, "")
             found[name].append((weight * (CHANGE_SCORE + degraded[name]),
                                 f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC{since}, then its service "
@@ -246,180 +223,6 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
     return job.cache[key]
 
 
-def _metric_series(job: Job, rows: dict) -> list[tuple]:
-    """Per metric series, what does not depend on the parameters: (entity, metric, z, note, latency?,
-    client-side?, the callee whose rise explains its own or None, a served-side latency with a baseline?).
-    Cached on the job."""
-    if "metric_series" in job.cache:
-        return job.cache["metric_series"]
-    rises: dict[tuple[str, str], float] = {}
-    for e, m, b, _, _, hi in rows["metrics"]:
-        if b is not None and hi and LATENCY.search(m):
-            rises[(e, m)] = second(hi) - b
-            # a service's rise is its most risen pod's (the topology names services, metrics pods)
-            name = _service_of(job, e)
-            rises[(name, m)] = max(rises.get((name, m), -math.inf), second(hi) - b)
-    fanout = _fanout(job)
-    newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
-               in rows["newborn"]]
-    out = []
-    for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
-        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
-        latency = LATENCY.search(metric) is not None
-        # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
-        # only its callers observe, or of the users' entry point, which measures the whole system from
-        # outside) says as much about the callee side as about the entity
-        ent = job.entities.get(entity)
-        client = "client" in metric.lower() or (ent is not None and ent.kind in ("external", "entry"))
-        # a latency that rose no more than a callee's same latency (times the calls to it per request: a
-        # caller that calls it in a loop waits that many times) is time spent waiting on that callee
-        rise, name = rises.get((entity, metric), 0.0), _service_of(job, entity)
-        waiting = None
-        if z > 0 and rise > 0 and note == "":
-            waiting = next((c for c in sorted(_callees(job).get(name, set()) | _callees(job).get(entity, set()))
-                            if rises.get((c, metric), 0.0) * fanout.get((name, c), 1.0) >= WAIT_SHARE * rise), None)
-        served = latency and "client" not in metric.lower() and b_mean is not None and not note
-        out.append((entity, metric, z, note, latency, client, waiting, served))
-    job.cache["metric_series"] = out
-    return out
-
-
-def _metric_signals(job: Job, rows: dict, params: RankingParams):
-    """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
-    history, from its peers'; without a baseline, from its replicas or the others of its kind)."""
-    series = _metric_series(job, rows)
-    own = {name: own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
-    # entities with a served-side latency series (not client-side), and those whose served latency rose
-    served, served_rose = set(), set()
-    for entity, _, z, _, _, _, _, served_side in series:
-        if served_side:
-            served.add(entity)
-            if z >= params.z_min:
-                served_rose.add(entity)
-    shared = _shared_falls(job, series, params.z_min)
-    for entity, metric, z, note, latency, client, waiting, _ in series:
-        if abs(z) < params.z_min or _better(metric, z):
-            continue
-        weight = params.client_weight if client else 1.0
-        if (entity, metric) in shared:
-            weight *= params.shared
-            note += " (as most of its kind: less load)"
-        if client and latency and entity in served and entity not in served_rose:
-            # its calls to its dependencies got slower but the requests it serves did not: background or
-            # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
-            weight *= params.client_weight
-        if waiting:
-            weight *= params.waiting
-        elif z > 0 and latency and not client and waits(rows, entity, own.get(entity)):
-            # its requests got slower but the time it spends itself did not (traces): it waits on callees
-            weight *= params.symptom
-            note += " (its own time per call did not grow)"
-        yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
-                       f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
-                       + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
-    if (job.onset is not None and "metrics" in job.onset.tables) or "metrics" in job.without_history():
-        # no fault-free baseline came with the job: an entity far from its peers on the same metric stands
-        # out although its own history is unknown
-        for entity, metric, z, peers in peer_outliers(job):
-            if abs(z) >= (params.z_min if peers == REPLICAS else KIND_Z_MIN) and not _better(metric, z):
-                yield entity, (6 * math.log2(1 + abs(z) / 3), f"{metric} {z:+.0f} sd off {peers} (no baseline)",
-                               "metrics")
-
-
-def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str, str]]:
-    """(entity, resource metric) of a fall that at least half of the entities of its kind carrying the metric,
-    and at least SHARED_MIN of them, share: less load arrived, which none of them caused. (A shared rise is
-    kept: a fault's extra work, retries and neighbours of a hog, spreads too.)"""
-    carriers: dict[tuple, set[str]] = defaultdict(set)
-    fell: dict[tuple, set[str]] = defaultdict(set)
-    for entity, metric, z, *_ in series:
-        if QUALITY.search(metric):
-            continue
-        ent = job.entities.get(entity)
-        key = (ent.kind if ent is not None else None, metric)
-        carriers[key].add(entity)
-        if z <= -z_min:
-            fell[key].add(entity)
-    return {(entity, metric) for (kind, metric), who in fell.items()
-            if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[kind, metric]) for entity in who}
-
-
-def _service_of(job: Job, name: str) -> str:
-    ent = job.entities.get(name)
-    return ent.service if ent is not None and ent.kind == "pod" and ent.service else name
-
-
-def _fanout(job: Job) -> dict[tuple[str, str], float]:
-    """(caller service, callee service) -> the callee's calls per caller request that calls it at all, in
-    the window's traces (1 where there are none)."""
-    if "fanout" not in job.cache:
-        job.cache["fanout"] = {}
-        if job.observed_seconds("traces"):
-            edges(job)
-            job.cache["fanout"] = {(a, b): n for a, b, n in job.query(f"""
-                    SELECT caller, callee, count(*) / count(DISTINCT trace_id) FROM edges
-                    WHERE {job.in_window("start")} AND caller <> '(entry)' GROUP BY ALL""")}
-    return job.cache["fanout"]
-
-
-def _callees(job: Job) -> dict[str, set[str]]:
-    """caller -> the entities it calls, from the topology (relations of a calls kind). Cached on the job."""
-    if "callees" not in job.cache:
-        out: dict[str, set[str]] = defaultdict(set)
-        if job.rows.get("relations"):
-            for src, dst in job.query("SELECT src, dst FROM relations WHERE lower(kind) LIKE 'call%'"):
-                if src != dst:
-                    out[src].add(dst)
-        job.cache["callees"] = out
-    return job.cache["callees"]
-
-
-def peer_outliers(job: Job) -> list[tuple[str, str, float, str]]:
-    """(entity, metric, robust z, what it was compared with) of each entity's window mean against its peers.
-    A pod against the other pods of its service (replicas should behave alike): (value - median) /
-    (1.4826 x MAD), the spread floored in the metric's unit. Any other entity against the others of its
-    kind (services against services), whose normal levels differ by multiples: on a log scale (log2 of the
-    level plus the metric's floor), against the others' median and spread without it (an outlier must not
-    widen the spread it is judged by), the spread floored at a factor of 2, and only a level above theirs
-    counts (a small service is not a sick one). Cached on the job."""
-    if "peer_outliers" in job.cache:
-        return job.cache["peer_outliers"]
-    rows = job.query(f"SELECT entity, metric, avg(value) FROM metrics WHERE {job.in_window()} GROUP BY ALL") \
-        if job.rows.get("metrics") else []
-    replicas: dict[tuple, list] = defaultdict(list)
-    kinds: dict[tuple, list] = defaultdict(list)
-    for entity, metric, value in rows:
-        ent = job.entities.get(entity)
-        if ent is None or value is None:
-            continue
-        if ent.kind == "pod" and ent.service:
-            replicas[(ent.service, metric)].append((entity, value))
-        elif ent.kind != "pod":
-            kinds[(ent.kind, metric)].append((entity, value))
-    out = []
-    for (_, metric), members in replicas.items():
-        if len(members) < PEERS_MIN:
-            continue
-        values = sorted(v for _, v in members)
-        median = statistics.median(values)
-        mad = statistics.median(abs(v - median) for v in values)
-        spread = max(1.4826 * mad, floor(median, metric))
-        out += [(entity, metric, (value - median) / spread, REPLICAS) for entity, value in members]
-    for (kind, metric), members in kinds.items():
-        if len(members) < KIND_PEERS_MIN or any(v < 0 for _, v in members):
-            continue
-        unit = floor(statistics.median(v for _, v in members), metric)
-        levels = [math.log2(v + unit) for _, v in members]
-        for i, (entity, _) in enumerate(members):
-            others = levels[:i] + levels[i + 1:]
-            median = statistics.median(others)
-            spread = max(1.4826 * statistics.median(abs(x - median) for x in others), 1.0)
-            if levels[i] > median:
-                out.append((entity, metric, (levels[i] - median) / spread, f"the other {kind}s"))
-    job.cache["peer_outliers"] = out
-    return out
-
-
 def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tuple]:
     """entity -> (time, reason) of its latest change event from `since` (default: any time) to the window's
     end, then (time, reason) of its first in that span (a rollout starts, then replaces pods); a pod's
@@ -441,13 +244,6 @@ def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tupl
     return found
 
 
-LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
-QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
-
-
-def _higher_is_better(metric: str) -> bool:
-    """A quality metric where more is better (a success rate, availability), not worse (errors, latency)."""
-    return re.search(r"(?i)(success|availab)", metric) is not None
 
 
 def _worse_service(reason: str, source: str) -> bool:
@@ -457,19 +253,13 @@ def _worse_service(reason: str, source: str) -> bool:
         return True
     if source != "metrics" or not QUALITY.search(reason):
         return False
-    return (" down " in reason) == _higher_is_better(reason)
+    return (" down " in reason) == higher_is_better(reason)
 
 
 def _client_side(reason: str, source: str) -> bool:
     """A metric signal of a client-side measurement (what the entity saw of its dependencies)."""
     metric = re.match(r"(.*?) (up|down) [0-9]", reason)
     return source == "metrics" and metric is not None and "client" in metric.group(1).lower()
-
-
-def _better(metric: str, z: float) -> bool:
-    """A quality metric that moved the good way (a success rate or availability up; errors, failures,
-    latency down): an improvement is no evidence of a fault."""
-    return QUALITY.search(metric) is not None and (z > 0) == _higher_is_better(metric)
 
 
 def ranking(job: Job, kind: str | None = None,
