@@ -48,6 +48,37 @@ def test_a_caller_whose_latency_rose_no_more_than_its_callee_s_is_waiting_on_it(
     assert not any("as much as its callee" in why for _, why, _ in found["frontend"])
 
 
+def _availability_job(tmp_path: Path, caller_fall: float, callee_fall: float) -> Job:
+    """frontend calls checkout (topology); both report availability_average (a percentage without a unit in
+    its name), which falls in the window."""
+    job = make_job(tmp_path / f"a{caller_fall}-{callee_fall}")
+    rows = [(f"2024-01-01 00:{m:02d}:00", entity, "availability_average", 100.0 - (fall if m >= 10 else 0.0))
+            for m in range(20) for entity, fall in (("frontend", caller_fall), ("checkout", callee_fall))]
+    write_table(job, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    return Job.load(job)
+
+
+def test_a_caller_whose_availability_fell_no_more_than_its_callee_s_fails_by_it(tmp_path):
+    # the callee's failures reach its caller: the same fall on both is the callee's, which ranks first
+    job = _availability_job(tmp_path, caller_fall=26.0, callee_fall=26.0)
+    found = scores(job)
+    assert any("as much as its callee checkout" in why for _, why, _ in found["frontend"])
+    assert not any("as much as its callee" in why for _, why, _ in found["checkout"])
+    top = [e for e, _, _ in ranking(job)]
+    assert top.index("checkout") < top.index("frontend")
+    # the caller fell far more than its callee: its own failures
+    found = scores(_availability_job(tmp_path, caller_fall=26.0, callee_fall=3.0))
+    assert not any("as much as its callee" in why for _, why, _ in found["frontend"])
+
+
+@pytest.mark.parametrize("case", ["high_traffic/test/issue_13", "high_traffic/test/issue_11"])
+def test_on_a_real_job_errors_passed_up_a_call_chain_rank_the_callee_at_its_end_first(job_of, case):
+    # PetSite, a function that fails: its API stage and its Lambda entity report the same availability
+    # fall (26 sd) and tied with it, broken by name; the callee at the end of the chain is the origin
+    path = job_of(case)
+    assert ranking(Job.load(path))[0][0] in culprit_of(path)
+
+
 SHORT_WINDOW = """id: short
 system: test
 alert: checkout latency high

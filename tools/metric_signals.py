@@ -1,8 +1,9 @@
 """The overview's metric signals: each series' deviation from its baseline in floored sigmas (tools.common.
-deviation), weighed by what it measures (client side, waiting on a callee whose same latency rose, a fall of
-resource use most of a kind share, an entity whose own time did not grow), a pod with no history against its
-peers, and, without a baseline, a pod against its replicas and any other entity against the others of its kind.
-No system, dataset or service is named here (a test checks)."""
+deviation), weighed by what it measures (client side; a latency, success rate or error count that got no
+worse than a callee's same metric: waiting on it, failing by it; a fall of resource use most of a kind share;
+an entity whose own time did not grow), a pod with no history against its peers, and, without a baseline, a
+pod against its replicas and any other entity against the others of its kind. No system, dataset or service
+is named here (a test checks)."""
 from __future__ import annotations
 
 import math
@@ -105,13 +106,15 @@ def _series(job: Job, rows: dict) -> list[tuple]:
     Cached on the job."""
     if "metric_series" in job.cache:
         return job.cache["metric_series"]
+    # how far each quality series got worse (a latency's or error count's rise, a success rate's fall)
     rises: dict[tuple[str, str], float] = {}
-    for e, m, b, _, _, hi in rows["metrics"]:
-        if b is not None and hi and LATENCY.search(m):
-            rises[(e, m)] = second(hi) - b
+    for e, m, b, _, lo, hi in rows["metrics"]:
+        if b is not None and lo and hi and QUALITY.search(m):
+            rise = b - second(lo) if higher_is_better(m) else second(hi) - b
+            rises[(e, m)] = rise
             # a service's rise is its most risen pod's (the topology names services, metrics pods)
             name = service_of(job, e)
-            rises[(name, m)] = max(rises.get((name, m), -math.inf), second(hi) - b)
+            rises[(name, m)] = max(rises.get((name, m), -math.inf), rise)
     fanout = _fanout(job)
     newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
                in rows["newborn"]]
@@ -125,12 +128,15 @@ def _series(job: Job, rows: dict) -> list[tuple]:
         ent = job.entities.get(entity)
         client = "client" in metric.lower() or (ent is not None and ent.kind in ("external", "entry"))
         # a latency that rose no more than a callee's same latency (times the calls to it per request: a
-        # caller that calls it in a loop waits that many times) is time spent waiting on that callee
+        # caller that calls it in a loop waits that many times) is time spent waiting on that callee; a
+        # success rate that fell (an error count that rose) no more than a callee's same metric is the
+        # callee's failures reaching the caller (a caller fails when its callee does)
         rise, name = rises.get((entity, metric), 0.0), service_of(job, entity)
         waiting = None
-        if z > 0 and rise > 0 and note == "":
+        if z != 0 and not _better(metric, z) and rise > 0 and note == "":
             waiting = next((c for c in sorted(callees(job).get(name, set()) | callees(job).get(entity, set()))
-                            if rises.get((c, metric), 0.0) * fanout.get((name, c), 1.0) >= WAIT_SHARE * rise), None)
+                            if rises.get((c, metric), 0.0) * (fanout.get((name, c), 1.0) if latency else 1.0)
+                            >= WAIT_SHARE * rise), None)
         served = latency and "client" not in metric.lower() and b_mean is not None and not note
         out.append((entity, metric, z, note, latency, client, waiting, served))
     job.cache["metric_series"] = out
