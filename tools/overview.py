@@ -5,7 +5,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   quality metric is no evidence; client-side measurements (and the users' entry point) weigh less, less
   again a client-side latency of an entity whose served latency did not rise; a latency that a callee's
   explains (times the calls to it per request), a success rate's fall (an error count's rise) that a
-  callee's explains, or a latency that the entity's own time per call (traces) does not, weighs less; a pod with no history against its peers; without a baseline, a pod against its replicas
+  callee's explains, or a latency that the entity's own time per call (traces) does not, weighs less; a
+  pod with no history against its peers; without a baseline, a pod against its replicas
   and any other entity against the others of its kind (on a log scale, only above them);
 - calls (traces): fewer incoming requests than the callers' own requests would have made, beyond Poisson
   chance (a service that stops receiving calls its callers still try to make ranks high; calls lost upstream
