@@ -1,6 +1,7 @@
 """The overview's call signals, from traces: calls a callee received against what its callers' own
-requests would have made, its p95 latency and own time per call, error spans, and the cross-span gap of
-each call edge (the caller's side or the callee's); and the user traffic the call rates are scaled by."""
+requests would have made, its p95 latency (the median where its calls are few) and own time per call,
+error spans, and the cross-span gap of each call edge (the caller's side or the callee's); and the user
+traffic the call rates are scaled by."""
 from __future__ import annotations
 
 import math
@@ -42,7 +43,8 @@ def call_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from the calls it received (traces), per service and per pod."""
     b_min, w_min = job.observed_seconds("traces", window=False) / 60, job.observed_seconds("traces") / 60
     load = traffic_factor(job)  # call rates are judged against the baseline scaled by it
-    for name, b, w, err, b95, w95, quantile in rows["calls"]:
+    # per callee: calls in the baseline and the window, error spans, latency in each at the quantile named
+    for name, b, w, err, b_lat, w_lat, quantile in rows["calls"]:
         # Calls are compared with what the callers' own requests would have made: the baseline's calls
         # scaled by how many of the requests that led to them (the parent operations) the callers still
         # served. A callee whose callers stopped getting those requests lost its calls upstream (a
@@ -66,14 +68,14 @@ def call_signals(job: Job, rows: dict, params: RankingParams):
             own_b, own_w = rows["own"][name]
             yield name, (log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
                          "calls")
-        if b95 is not None and w95 is not None and w95 > b95:
+        if b_lat is not None and w_lat is not None and w_lat > b_lat:
             # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
             # faster shows it by its errors, scored below and from its logs)
-            s = log_ratio(w95, b95)
+            s = log_ratio(w_lat, b_lat)
             if s >= params.call_min:
                 # a slower entity whose own time did not grow waits for a callee: a symptom, weighed less
                 weight = params.symptom if waits(rows, name, own_rose) else 1.0
-                yield name, (weight * s, f"latency {quantile} {b95:.0f}->{w95:.0f} ms"
+                yield name, (weight * s, f"latency {quantile} {b_lat:.0f}->{w_lat:.0f} ms"
                              + (" (waiting on callees)" if weight < 1 else ""), "calls")
         if err:
             yield name, (10 + 10 * math.log2(1 + err), f"{err} error spans", "calls")
