@@ -24,7 +24,7 @@ PEERS_MIN = 3            # pods of one service with the same metric needed to co
 KIND_PEERS_MIN = 5       # ... and entities of one kind (services, databases) for one of them with the others
 KIND_Z_MIN = 1.0         # an entity counts from one spread above the others of its kind (a log scale)
 REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
-WAIT_SHARE = 0.8         # a caller waits on a callee whose same latency rose by this share of the caller's rise
+WAIT_SHARE = 0.8         # a caller waits on (fails by) a callee whose same metric got worse by this share of its own
 SHARED_MIN = 3           # a fall shared by fewer entities than this is not taken for less load
 
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")

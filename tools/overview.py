@@ -83,9 +83,9 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     """The aggregated telemetry the overview scores (no thresholds applied), computed once per job."""
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
-    rows: dict = {"metrics": [], "calls": [], "logs": [], "newborn": [], "own": {}, "led": {}, "gaps": [],
+    metrics, newborn = metric_rows(job)
+    rows: dict = {"metrics": metrics, "newborn": newborn, "calls": [], "own": {}, "led": {}, "gaps": [],
                   "callers": set()}
-    rows["metrics"], rows["newborn"] = metric_rows(job)
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
