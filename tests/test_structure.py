@@ -10,7 +10,7 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent
 EVALUATION = "rcagent.eval"
 # what only evaluation, the command line and batch (which runs baselines beside the agent) may import
-OUTSIDE_THE_AGENT = ("rcagent.eval", "rcagent.cli", "rcagent.batch", "rcagent.progress")
+OUTSIDE_THE_AGENT = ("rcagent.eval", "rcagent.cli", "rcagent.commands", "rcagent.batch", "rcagent.progress")
 
 
 def modules() -> dict[str, Path]:
