@@ -1,4 +1,5 @@
-"""Helpers of the hostile-input corpus (test_hostile.py): a sandbox per case and an in-process CLI run.
+"""The hostile-input corpus's machinery (test_hostile_*.py): a sandbox per case, the cases' registry and
+their runner, an in-process CLI run.
 
 Each case runs `rcagent` in process (rcagent.cli.main) with HOME and the working folder inside a fresh
 sandbox, so that anything written anywhere else is a finding: after the run the sandbox is listed and any
@@ -11,6 +12,7 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 
@@ -148,3 +150,94 @@ def finalize_script(path: Path, entity: str = "checkout", before: list | None = 
             "evidence": ["cpu 0.2 -> 0.95 in the window"], "responsibility": "the checkout team"}}]
     path.write_text(json.dumps(answers))
     return path
+
+
+@dataclass
+class Box:
+    """One case's sandbox: `ok` is where the command may write (store, outputs)."""
+    root: Path
+
+    @property
+    def ok(self) -> Path:
+        (self.root / "ok").mkdir(parents=True, exist_ok=True)
+        return self.root / "ok"
+
+    @property
+    def store(self) -> Path:
+        return self.ok / "s.db"
+
+    def job(self, name: str = "job", **kw) -> Path:
+        return make_job(self.root / name, **kw)
+
+    def script(self, before: list | None = None, entity: str = "checkout") -> Path:
+        return finalize_script(self.root / "script.json", entity, before)
+
+    def analyze(self, job: Path, *more) -> list:
+        return ["analyze", "--job", job, "--backend", "scripted", "--script", self.root / "script.json",
+                "--store", self.store, "--quiet", *more]
+
+
+@dataclass
+class Case:
+    name: str
+    code: int
+    setup: Callable[[Box], list]
+    says: tuple[str, ...] = ()         # what the one line must contain (exit 2 cases)
+    allowed: tuple[str, ...] = ()       # extra places (relative to the sandbox) the command may write
+    check: Callable[[Box, object], None] | None = None
+
+
+class Corpus(list):
+    """The cases of one test module: `@corpus.case(...)` registers a setup, `corpus.test()` is the module's
+    parametrized test over them."""
+
+    def case(self, name: str, code: int, says: tuple[str, ...] | str = (), allowed: tuple[str, ...] = (), check=None):
+        def add(setup):
+            self.append(Case(name, code, setup, (says,) if isinstance(says, str) else says, allowed, check))
+            return setup
+        return add
+
+    def params(self) -> list:
+        """Every case; `make check` runs the first of each kind (the word its name starts with), `make test` all."""
+        import pytest
+
+        kinds: set[str] = set()
+        params = []
+        for c in self:
+            kind = c.name.split("-")[0]
+            params.append(pytest.param(c, id=c.name, marks=[pytest.mark.slow] if kind in kinds else []))
+            kinds.add(kind)
+        return params
+
+    def test(self):
+        import pytest
+
+        @pytest.mark.parametrize("c", self.params())
+        def test_hostile_input(c: Case, tmp_path):
+            run_case(c, tmp_path)
+        return test_hostile_input
+
+
+def run_case(c: Case, tmp_path: Path) -> None:
+    """Run one case in its sandbox: no traceback, the exit code, one line naming what is wrong, nothing written
+    outside the allowed places, then the case's own check."""
+    box = Box(tmp_path)
+    args = c.setup(box)
+    before = files_under(tmp_path)
+    try:
+        result = run_cli(args, tmp_path)
+    finally:
+        locker = getattr(box, "locker", None)
+        if locker is not None:
+            locker.close()
+    assert "Traceback" not in result.err + result.out
+    assert result.code == c.code, f"exit {result.code}: {result.err[-600:]}"
+    if c.code:
+        lines = [line for line in result.err.splitlines() if line.strip()]
+        assert len(lines) == 1 and result.one_line, result.err
+        for text in c.says:
+            assert text in lines[0], lines[0]
+    allowed = [box.ok, *(tmp_path / a for a in c.allowed)]
+    assert not leaks(tmp_path, before, allowed)
+    if c.check:
+        c.check(box, result)
