@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, GRID, leave_one_out
+from rcagent.eval.rankbench import BASELINES, GRID, changed, leave_one_out
 from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
 
@@ -80,6 +80,15 @@ def test_a_tie_in_pr1_goes_to_the_better_rr_on_the_other_groups():
 def test_a_tie_goes_to_the_defaults():
     rows = [_row("A", set(GRID)), _row("B", set(GRID))]
     assert all(r["params"] is None or r["params"]["z_min"] == DEFAULT.z_min for r in leave_one_out(rows))
+
+
+def test_a_tie_goes_to_the_setting_nearest_the_defaults_not_the_grid_s_first():
+    # two settings the other groups cannot tell apart: both change z_min, the later one nothing else
+    near = dataclasses.replace(DEFAULT, z_min=2.0)
+    far = dataclasses.replace(near, line_fell=0.0)
+    assert GRID.index(far) < GRID.index(near) and changed(near) == 1 and changed(far) == 2
+    rows = [_row(g, {near, far}) for g in "ABC"]
+    assert all(r["params"] == dataclasses.asdict(near) for r in leave_one_out(rows)[:3])
 
 
 def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):
