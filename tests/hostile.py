@@ -4,6 +4,9 @@ their runner, an in-process CLI run.
 Each case runs `rcagent` in process (rcagent.cli.main) with HOME and the working folder inside a fresh
 sandbox, so that anything written anywhere else is a finding: after the run the sandbox is listed and any
 file outside the places the command may write is reported, as is any file holding a line of /etc/passwd.
+The contract (run_case): the exit code (2 for what a user can cause, 0 where the input is merely odd and
+must be handled), a one-line message naming what is wrong, no traceback, nothing written outside the
+case's places.
 """
 from __future__ import annotations
 

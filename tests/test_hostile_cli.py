@@ -1,10 +1,6 @@
 """Hostile command lines and files around a run: options, config files, stores, labels and result lines,
-archives to import, batch folders and results, serve's engine flags.
-
-Every case runs the real `rcagent` command in process inside a sandbox (tests/hostile.py) and asserts the exit
-code (2 for what a user can cause, 0 where the input is merely odd and must be handled), a one-line message
-naming what is wrong, no traceback, and no file written outside the places the command may write (nor any
-copy of /etc/passwd anywhere).
+archives to import, batch folders and results, serve's engine flags. Each case is held to the corpus's
+contract (tests/hostile.py).
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Hostile job folders: job.yaml and the tables a careless or malicious source can produce.
-
-Every case runs the real `rcagent` command in process inside a sandbox (tests/hostile.py) and asserts the exit
-code (2 for what a user can cause, 0 where the input is merely odd and must be handled), a one-line message
-naming what is wrong, no traceback, and no file written outside the places the command may write (nor any
-copy of /etc/passwd anywhere).
+"""Hostile job folders: job.yaml and the tables a careless or malicious source can produce. Each case is
+held to the corpus's contract (tests/hostile.py).
 """
 from __future__ import annotations
 
