@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import duckdb
+import pytest
 
 # Names an attacker can give a pod, a service or a request header: SQL, paths, escapes, prompt lines.
 HOSTILE_NAMES = [
@@ -202,8 +203,6 @@ class Corpus(list):
 
     def params(self) -> list:
         """Every case; `make check` runs the first of each kind (the word its name starts with), `make test` all."""
-        import pytest
-
         kinds: set[str] = set()
         params = []
         for c in self:
@@ -213,8 +212,6 @@ class Corpus(list):
         return params
 
     def test(self):
-        import pytest
-
         @pytest.mark.parametrize("c", self.params())
         def test_hostile_input(c: Case, tmp_path):
             run_case(c, tmp_path)
