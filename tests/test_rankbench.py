@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, GRID, changed, leave_one_out
+from rcagent.eval.rankbench import BASELINES, GRID, changed, leave_one_out, table, wilson
 from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
 
@@ -89,6 +89,21 @@ def test_a_tie_goes_to_the_setting_nearest_the_defaults_not_the_grid_s_first():
     assert GRID.index(far) < GRID.index(near) and changed(near) == 1 and changed(far) == 2
     rows = [_row(g, {near, far}) for g in "ABC"]
     assert all(r["params"] == dataclasses.asdict(near) for r in leave_one_out(rows)[:3])
+
+
+def test_the_wilson_interval_matches_its_formula_and_stays_within_0_and_1():
+    low, high = wilson(21, 28)   # 75.0%: by hand, centre 0.7198, half-width 0.1534
+    assert (round(low, 3), round(high, 3)) == (0.566, 0.873)
+    assert wilson(0, 10)[0] == 0.0 < wilson(0, 10)[1] and wilson(10, 10)[0] < wilson(10, 10)[1] == 1.0
+    assert wilson(0, 0) is None
+
+
+def test_each_held_out_pr1_is_reported_with_its_interval():
+    rows = [_row("A", set(GRID)) for _ in range(4)] + [_row("B", set()) for _ in range(4)]
+    results = {r["group"]: r for r in leave_one_out(rows)}
+    assert results["A"]["overview_pr1_95"] == wilson(4, 4) and results["B"]["overview_pr1_95"] == wilson(0, 4)
+    assert results["all"]["overview_pr1_95"] == wilson(4, 8)
+    assert "| A | 4 | 100.0 | 51.0–100.0 |" in table(list(results.values()))
 
 
 def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):

@@ -13,10 +13,13 @@ Beside it: the defaults as they are, NSigma, BARO and the seeded random ranking,
 of every job (its baseline periods removed, the window as given, split at the onset found inside it as
 Job.load splits a job that comes without a baseline), scored with parameters chosen the same way on the
 other groups' no-baseline variants (and, for comparison, with the full jobs' choice).
+Each held-out PR@1 comes with its 95% Wilson score interval: a group holds a few dozen cases, and a reader
+should see how far a figure could move by chance before comparing it with a floor or with another row.
 """
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, fields
@@ -120,6 +123,17 @@ def _choose(train: list[dict], variant: str) -> RankingParams:
     return max(GRID, key=lambda p: (mean(p, 0), mean(p, 1), -changed(p), -GRID.index(p)))
 
 
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of a proportion (95% for z = 1.96): unlike the normal approximation it
+    stays within 0..1 and is not empty at 0 or n successes. None for no cases."""
+    if n <= 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
 def changed(p: RankingParams) -> int:
     """How many of the setting's parameters differ from the hand-fixed defaults."""
     return sum(getattr(p, f.name) != getattr(DEFAULT, f.name) for f in fields(RankingParams))
@@ -133,13 +147,17 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
             chosen: list | None = None, chosen_nb: list | None = None) -> dict:
     chosen = chosen or [best] * len(test)
     chosen_nb = chosen_nb or [best_nb] * len(test)
+    hits = sum(r["full"][p][0] for r, p in zip(test, chosen))
+    hits_nb = sum(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb))
     return {
         "group": group, "cases": len(test),
         "params": _params(best), "params_no_baseline": _params(best_nb),
         "overview_pr1": _mean(r["full"][p][0] for r, p in zip(test, chosen)),
+        "overview_pr1_95": wilson(hits, len(test)),
         "overview_rr": _mean(r["full"][p][1] for r, p in zip(test, chosen)),
         "defaults_pr1": _mean(r["full"][DEFAULT][0] for r in test),
         "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb)),
+        "no_baseline_pr1_95": wilson(hits_nb, len(test)),
         "no_baseline_same_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
         **{f"{m}_pr1": _mean(r[m][0] for r in test) for m in BASELINES},
         **{f"{m}_rr": _mean(r[m][1] for r in test) for m in BASELINES},
@@ -147,16 +165,22 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
 
 
 def table(results: list[dict]) -> str:
-    head = ["held out", "cases", "overview PR@1", "overview RR", "defaults PR@1", "no baseline PR@1",
-            "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1", "random PR@1",
+    head = ["held out", "cases", "overview PR@1", "95% interval", "overview RR", "defaults PR@1",
+            "no baseline PR@1", "95% interval", "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1",
+            "random PR@1",
             f"chosen on the others ({', '.join(f.name for f in fields(RankingParams))})",
             "chosen for no baseline"]
-    rows = [[r["group"], r["cases"], *(pct(r[k]) for k in ("overview_pr1", "overview_rr", "defaults_pr1",
-                                                            "no_baseline_pr1", "no_baseline_same_pr1", "nsigma_pr1",
-                                                            "baro_pr1", "random_pr1")),
+    rows = [[r["group"], r["cases"], pct(r["overview_pr1"]), _interval(r["overview_pr1_95"]),
+             *(pct(r[k]) for k in ("overview_rr", "defaults_pr1", "no_baseline_pr1")),
+             _interval(r["no_baseline_pr1_95"]),
+             *(pct(r[k]) for k in ("no_baseline_same_pr1", "nsigma_pr1", "baro_pr1", "random_pr1")),
              *(", ".join(f"{v:g}" for v in r[k].values()) if r[k] else "per group"
                for k in ("params", "params_no_baseline"))] for r in results]
     return render_table(head, rows, "md")
+
+
+def _interval(bounds: tuple[float, float] | None) -> str:
+    return "-" if bounds is None else f"{pct(bounds[0])}–{pct(bounds[1])}"
 
 
 def run(jobs_dir: Path, labels: Path | None = None, progress=None) -> list[dict]:
