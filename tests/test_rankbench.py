@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, GRID, changed, leave_one_out, table, wilson
+from rcagent.eval.rankbench import BASELINES, GRID, changed, leave_one_out, sign_test, table, wilson
 from rcagent.tools.overview import DEFAULT
 from tests.hostile import run_cli
 
@@ -104,6 +104,16 @@ def test_each_held_out_pr1_is_reported_with_its_interval():
     assert results["A"]["overview_pr1_95"] == wilson(4, 4) and results["B"]["overview_pr1_95"] == wilson(0, 4)
     assert results["all"]["overview_pr1_95"] == wilson(4, 8)
     assert "| A | 4 | 100.0 | 51.0–100.0 |" in table(list(results.values()))
+
+
+def test_full_and_no_baseline_are_compared_pair_by_pair():
+    assert sign_test(13, 2) == sign_test(2, 13) == 242 / 32768 and sign_test(0, 0) == 1.0 and sign_test(1, 0) == 1.0
+    # A: 3 jobs found only with the baseline, 1 only without it, 1 both ways
+    rows = ([_row("A", set(GRID)) for _ in range(3)] + [_row("A", set(), set(GRID)), _row("A", set(GRID), set(GRID))]
+            + [_row("B", set(GRID), set(GRID))])
+    a = {r["group"]: r for r in leave_one_out(rows)}["A"]
+    assert (a["only_full"], a["only_no_baseline"], a["paired_p"]) == (3, 1, 0.625)
+    assert "| 3 / 1 (p 0.62) |" in table([a])
 
 
 def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):

@@ -14,7 +14,9 @@ of every job (its baseline periods removed, the window as given, split at the on
 Job.load splits a job that comes without a baseline), scored with parameters chosen the same way on the
 other groups' no-baseline variants (and, for comparison, with the full jobs' choice).
 Each held-out PR@1 comes with its 95% Wilson score interval: a group holds a few dozen cases, and a reader
-should see how far a figure could move by chance before comparing it with a floor or with another row.
+should see how far a figure could move by chance before comparing it with a floor or with another row. The
+full jobs and their no-baseline variants are the same cases, so they are also compared pair by pair: the
+cases found only with the baseline, only without it, and the exact sign test's two-sided p of that split.
 """
 from __future__ import annotations
 
@@ -134,6 +136,13 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float] | N
     return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
+def sign_test(a: int, b: int) -> float:
+    """Two-sided exact sign test of a split of discordant pairs (a found only one way, b only the other):
+    the chance of a split at least this uneven if either way were as likely."""
+    n, k = a + b, min(a, b)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+
+
 def changed(p: RankingParams) -> int:
     """How many of the setting's parameters differ from the hand-fixed defaults."""
     return sum(getattr(p, f.name) != getattr(DEFAULT, f.name) for f in fields(RankingParams))
@@ -149,6 +158,8 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
     chosen_nb = chosen_nb or [best_nb] * len(test)
     hits = sum(r["full"][p][0] for r, p in zip(test, chosen))
     hits_nb = sum(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb))
+    pairs = [(r["full"][p][0] >= 1, r["no_baseline"][q][0] >= 1) for r, p, q in zip(test, chosen, chosen_nb)]
+    only_full, only_nb = sum(f and not n for f, n in pairs), sum(n and not f for f, n in pairs)
     return {
         "group": group, "cases": len(test),
         "params": _params(best), "params_no_baseline": _params(best_nb),
@@ -158,6 +169,7 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
         "defaults_pr1": _mean(r["full"][DEFAULT][0] for r in test),
         "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb)),
         "no_baseline_pr1_95": wilson(hits_nb, len(test)),
+        "only_full": only_full, "only_no_baseline": only_nb, "paired_p": round(sign_test(only_full, only_nb), 4),
         "no_baseline_same_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
         **{f"{m}_pr1": _mean(r[m][0] for r in test) for m in BASELINES},
         **{f"{m}_rr": _mean(r[m][1] for r in test) for m in BASELINES},
@@ -166,13 +178,14 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
 
 def table(results: list[dict]) -> str:
     head = ["held out", "cases", "overview PR@1", "95% interval", "overview RR", "defaults PR@1",
-            "no baseline PR@1", "95% interval", "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1",
-            "random PR@1",
+            "no baseline PR@1", "95% interval", "found only with / only without baseline (sign test p)",
+            "no baseline, full jobs' choice", "NSigma PR@1", "BARO PR@1", "random PR@1",
             f"chosen on the others ({', '.join(f.name for f in fields(RankingParams))})",
             "chosen for no baseline"]
     rows = [[r["group"], r["cases"], pct(r["overview_pr1"]), _interval(r["overview_pr1_95"]),
              *(pct(r[k]) for k in ("overview_rr", "defaults_pr1", "no_baseline_pr1")),
              _interval(r["no_baseline_pr1_95"]),
+             f"{r['only_full']} / {r['only_no_baseline']} (p {r['paired_p']:.2g})",
              *(pct(r[k]) for k in ("no_baseline_same_pr1", "nsigma_pr1", "baro_pr1", "random_pr1")),
              *(", ".join(f"{v:g}" for v in r[k].values()) if r[k] else "per group"
                for k in ("params", "params_no_baseline"))] for r in results]
