@@ -139,6 +139,34 @@ def test_an_error_line_new_in_the_window_flags_its_entity_unless_it_names_anothe
     assert not any("new in the window" in why for _, why, _ in found.get("cart-pod-1", []))
 
 
+def _error_and_routine_lines(job: Path, stops: bool) -> Path:
+    """checkout-pod-1 writes a routine line per order, a second one (#46) on every order until the window
+    (and on in it unless `stops`), and an ERROR line it never wrote before on every order of the window."""
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", None))
+        if minute < 10 or not stops:
+            rows.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", None))
+        if minute >= 10:
+            rows.append((t, "checkout-pod-1", "ERROR", f"{t} ERROR c.Pay#45 price lookup failed: null", None))
+    write_table(job, "logs", LOGS, rows)
+    return job
+
+
+def test_a_routine_line_that_stopped_adds_to_an_error_line_as_a_second_observation(tmp_path):
+    # the lines that appeared and the line that no longer appears are two observations of the code path,
+    # not one measurement twice (as p95 and p99 of one latency are): the weaker adds as a second source
+    def pod(stops):
+        job = Job.load(_error_and_routine_lines(make_job(tmp_path / f"j{stops}"), stops))
+        return dict((e, s) for e, s, _ in ranking(job))["checkout-pod-1"], scores(job)["checkout-pod-1"]
+    without, _ = pod(False)
+    with_stop, sigs = pod(True)
+    stopped = max(s for s, why, src in sigs if src == "logs" and why.startswith("log line stopped"))
+    error = max(s for s, why, src in sigs if src == "logs" and "new in the window" in why)
+    assert error > stopped > 0
+    assert with_stop == pytest.approx(without + DEFAULT.secondary * stopped, abs=0.1)
+
+
 @pytest.mark.parametrize("case, reason", [
     # TrainTicket, an exception in one service at 11:04: the line it wrote on most queries before the
     # window it writes on few of them in it; nothing else of it moved
@@ -146,6 +174,10 @@ def test_an_error_line_new_in_the_window_flags_its_entity_unless_it_names_anothe
     # TrainTicket, a wrong return value in one service at 09:42: it writes an ERROR line it never wrote in
     # the baseline; other services' latency moved about as much
     ("2023-01-29_09_42", "error-like log line new in the window"),
+    # TrainTicket, a wrong return value in one service at 09:34: an ERROR line new in the window and the
+    # routine line next to it stopped; another service's errors, already there before the onset and
+    # naming a third, score about as much as either alone
+    ("2023-01-29_09_34", "log line stopped"),
 ])
 def test_on_a_real_code_fault_the_log_signal_names_the_culprit(job_of, case, reason):
     path = job_of(case)

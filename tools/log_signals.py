@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 LINE_MIN = 8             # a routine log line that stops counts when this many were expected in the window
 LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
 NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
+ROUTINE = "log line "    # how the reason of a routine line that stopped or fell begins
 
 
 def log_rows(job: Job) -> list[tuple]:
@@ -104,4 +105,4 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
             if not bad and expected >= LINE_MIN and (w == 0 or fell):
                 what = "stopped" if w == 0 else f"fell to {w}"
                 yield entity, (log_ratio(expected / w_min, w / w_min),
-                               f"log line {what} ({expected:.0f} expected): {one_line(line)}", "logs")
+                               f"{ROUTINE}{what} ({expected:.0f} expected): {one_line(line)}", "logs")

@@ -16,7 +16,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   (the caller's side when it grew on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
   another service: its failure as the entity saw it), a routine line that stopped or fell to a fraction of
-  its share of the entity's lines (an exception thrown before it);
+  its share of the entity's lines (an exception thrown before it); the error lines and the routine lines
+  count as two sources of evidence (what the code now writes, what it no longer reaches);
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
   changed callee degraded too).
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
@@ -45,7 +46,7 @@ from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals
                                         traffic_factor)
 from rcagent.tools.calls import edges
 from rcagent.tools.common import short
-from rcagent.tools.log_signals import log_rows, log_signals
+from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals
 from rcagent.tools.metric_signals import QUALITY, callees, higher_is_better, metric_rows, metric_signals
 
 LIMIT = 15
@@ -272,10 +273,13 @@ def ranking(job: Job, kind: str | None = None,
         if ent is None or (kind and ent.kind != kind):
             continue
         # Independent evidence (metrics, calls, logs) makes an entity more suspicious than one strong
-        # signal; correlated signals of one source (p90/p95/p99 of the same latency) count once.
+        # signal; correlated signals of one source (p90/p95/p99 of the same latency) count once. Of the
+        # logs, the lines that appeared (error lines) and the routine lines that no longer appear (stopped,
+        # fell) are two observations of the code path, as a failing call and a thrown error are: each counts.
         best: dict[str, float] = {}
-        for s, _, src in sigs:
-            best[src] = max(best.get(src, 0.0), s)
+        for s, why, src in sigs:
+            key = "logs, routine" if src == "logs" and why.startswith(ROUTINE) else src
+            best[key] = max(best.get(key, 0.0), s)
         top = sorted(best.values(), reverse=True)
         score = top[0] + params.secondary * sum(top[1:])
         if not any(_worse_service(why, src) and not _client_side(why, src) for _, why, src in sigs):
