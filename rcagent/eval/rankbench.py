@@ -156,19 +156,19 @@ def _result(group: str, test: list[dict], best: RankingParams | None, best_nb: R
             chosen: list | None = None, chosen_nb: list | None = None) -> dict:
     chosen = chosen or [best] * len(test)
     chosen_nb = chosen_nb or [best_nb] * len(test)
-    hits = sum(r["full"][p][0] for r, p in zip(test, chosen))
-    hits_nb = sum(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb))
-    pairs = [(r["full"][p][0] >= 1, r["no_baseline"][q][0] >= 1) for r, p, q in zip(test, chosen, chosen_nb)]
-    only_full, only_nb = sum(f and not n for f, n in pairs), sum(n and not f for f, n in pairs)
+    full = [r["full"][p][0] for r, p in zip(test, chosen)]              # each case's PR@1, held out
+    bare = [r["no_baseline"][p][0] for r, p in zip(test, chosen_nb)]    # ... of its no-baseline variant
+    only_full = sum(f >= 1 > b for f, b in zip(full, bare))
+    only_nb = sum(b >= 1 > f for f, b in zip(full, bare))
     return {
         "group": group, "cases": len(test),
         "params": _params(best), "params_no_baseline": _params(best_nb),
-        "overview_pr1": _mean(r["full"][p][0] for r, p in zip(test, chosen)),
-        "overview_pr1_95": wilson(hits, len(test)),
+        "overview_pr1": _mean(full),
+        "overview_pr1_95": wilson(sum(full), len(test)),
         "overview_rr": _mean(r["full"][p][1] for r, p in zip(test, chosen)),
         "defaults_pr1": _mean(r["full"][DEFAULT][0] for r in test),
-        "no_baseline_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen_nb)),
-        "no_baseline_pr1_95": wilson(hits_nb, len(test)),
+        "no_baseline_pr1": _mean(bare),
+        "no_baseline_pr1_95": wilson(sum(bare), len(test)),
         "only_full": only_full, "only_no_baseline": only_nb, "paired_p": round(sign_test(only_full, only_nb), 4),
         "no_baseline_same_pr1": _mean(r["no_baseline"][p][0] for r, p in zip(test, chosen)),
         **{f"{m}_pr1": _mean(r[m][0] for r in test) for m in BASELINES},
