@@ -167,7 +167,51 @@ def test_a_routine_line_that_stopped_adds_to_an_error_line_as_a_second_observati
     assert with_stop == pytest.approx(without + DEFAULT.secondary * stopped, abs=0.1)
 
 
+def _calls_and_lines(job: Path) -> Path:
+    """Every six seconds the front end calls checkout-pod-1's `pay`, which writes c.Pay#39 on every call
+    and c.Pay#46 on every call up to minute 12 (an exception thrown before it from then on), and
+    catalog-pod-1's `browse` (which writes k.Cat#7), which from the window on it no longer calls: it
+    calls `search` (k.Cat#8) instead. Log lines carry their call's trace id."""
+    write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR", [
+        ("checkout", "service", "checkout", None), ("checkout-pod-1", "pod", "checkout", "node-1"),
+        ("catalog", "service", "catalog", None), ("catalog-pod-1", "pod", "catalog", "node-1"),
+        ("frontend", "service", "frontend", None), ("node-1", "node", None, "node-1")])
+    spans, lines = [], []
+    for minute, second, t in _every_six_seconds():
+        for trace, svc, pod, op in ((f"p{minute}-{second}", "checkout", "checkout-pod-1", "pay"),
+                                    (f"c{minute}-{second}", "catalog", "catalog-pod-1",
+                                     "browse" if minute < 10 else "search")):
+            spans += [(trace, f"{trace}a", None, t, 40.0, "frontend", "frontend", "GET /", "OK"),
+                      (trace, f"{trace}b", f"{trace}a", t, 20.0, svc, pod, op, "OK")]
+        pay = f"p{minute}-{second}"
+        lines.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#39 order {minute}{second} received", pay))
+        if minute < 12:
+            lines.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", pay))
+        lines.append((t, "catalog-pod-1", "INFO", f"{t} INFO k.Cat#{7 if minute < 10 else 8} listed",
+                      f"c{minute}-{second}"))
+    write_table(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, "
+                "duration_ms DOUBLE, service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
+    write_table(job, "logs", LOGS, lines)
+    return job
+
+
+def test_a_line_the_calls_of_an_operation_no_longer_write_flags_its_entity_and_a_change_of_calls_does_not(
+        tmp_path):
+    found = scores(Job.load(_calls_and_lines(make_job(tmp_path / "j"))))
+    pay = [why for _, why, src in found["checkout-pod-1"] if src == "logs" and "in its calls" in why]
+    assert len(pay) == 1 and "c.Pay#46" in pay[0] and "calls of pay" in pay[0]   # not c.Pay#39, still written
+    # catalog's line stopped because its callers stopped calling `browse`: the line's share of catalog's
+    # lines fell (the signal judged on shares names it), but no call of `browse` went without the line
+    catalog = [why for _, why, src in found.get("catalog-pod-1", []) if src == "logs"]
+    assert any("log line stopped" in why and "k.Cat#7" in why for why in catalog)
+    assert not any("in its calls" in why for why in catalog)
+
+
 @pytest.mark.parametrize("case, reason", [
+    # TrainTicket, an exception in the price service at 11:36: the line its price queries wrote on 35 of
+    # 36 calls in the baseline none of the 23 calls after the onset write; the line's share of all the
+    # service's lines, counted over the whole window, fell too little to tell
+    ("2023-01-29_11_36", "in its calls: written by 0 of"),
     # TrainTicket, an exception in one service at 11:04: the line it wrote on most queries before the
     # window it writes on few of them in it; nothing else of it moved
     ("2023-01-29_11_04", "log line fell"),

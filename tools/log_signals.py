@@ -1,7 +1,8 @@
 """The overview's log signals: per entity and log template (numbers and ids masked, a "#46" source line kept),
 error-like lines beyond their share of the entity's lines, error-like lines never written in the baseline
 (a failing code path), and routine lines that stopped or fell to a fraction of their share (an exception
-thrown before them)."""
+thrown before them); where log lines carry trace ids, routine lines that the calls of an operation no
+longer write, judged per request."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS
 from rcagent.job import Job
-from rcagent.tools.common import log_ratio
+from rcagent.tools.calls import edges
+from rcagent.tools.common import log_ratio, plain
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
@@ -19,6 +21,9 @@ LINE_MIN = 8             # a routine log line that stops counts when this many w
 LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
 NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
 ROUTINE = "log line "    # how the reason of a routine line that stopped or fell begins
+# a log message as its template: long hex ids and numbers masked, a "#46" source line number kept
+TEMPLATE = ("left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{16,}', '<id>', 'g'), "
+            "'(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64)")
 
 
 def log_rows(job: Job) -> list[tuple]:
@@ -31,8 +36,7 @@ def log_rows(job: Job) -> list[tuple]:
     # and how many of the window's lines name another service (a failure of that one, as it saw it)
     services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
     return job.query(f"""
-            SELECT l.entity, left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'),
-                                    '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64) AS line,
+            SELECT l.entity, {TEMPLATE} AS line,
                    {ERROR_LIKE} AS bad,
                    count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                    count(*) FILTER (WHERE {win} AND len(list_filter($services::VARCHAR[], lambda x:
@@ -106,3 +110,53 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
                 what = "stopped" if w == 0 else f"fell to {w}"
                 yield entity, (log_ratio(expected / w_min, w / w_min),
                                f"{ROUTINE}{what} ({expected:.0f} expected): {one_line(line)}", "logs")
+
+
+def request_line_rows(job: Job, since: dt.datetime | None = None) -> list[tuple]:
+    """Routine log lines tied to the calls that wrote them (the line's trace id, the entity's span in that
+    trace): (entity, template, the called operation, calls of it that wrote the line and calls of it, in
+    the baseline, then in the window from `since`, default its start). Empty without trace ids in logs."""
+    if not (job.rows.get("logs") and job.rows.get("traces")):
+        return []
+    edges(job)
+    since = since or job.window.start
+    base, win = job.in_baseline("traces", "start"), f"({job.in_window('start')} AND start >= $since)"
+    return job.query(f"""
+            WITH calls AS (SELECT trace_id, callee, callee_pod, operation, bool_or({base}) AS b, bool_or({win}) AS w
+                           FROM edges WHERE trace_id IS NOT NULL AND ({base} OR {win}) GROUP BY 1, 2, 3, 4),
+                 ops AS (SELECT coalesce(callee_pod, callee) AS who, operation, count(*) FILTER (WHERE b) AS n_b,
+                                count(*) FILTER (WHERE w) AS n_w FROM calls GROUP BY 1, 2),
+                 lines AS (SELECT DISTINCT l.trace_id, l.entity, coalesce(e.service, l.entity) AS service,
+                                  {TEMPLATE} AS line
+                           FROM logs l LEFT JOIN entities e ON l.entity = e.id
+                           WHERE l.trace_id IS NOT NULL AND NOT {ERROR_LIKE}),
+                 wrote AS (SELECT l.entity, l.line, c.operation, coalesce(c.callee_pod, c.callee) AS who,
+                                  count(*) FILTER (WHERE c.b) AS k_b, count(*) FILTER (WHERE c.w) AS k_w
+                           FROM lines l JOIN calls c ON l.trace_id = c.trace_id
+                                AND (c.callee_pod = l.entity OR (c.callee_pod IS NULL AND c.callee = l.service))
+                           GROUP BY ALL)
+            SELECT w.entity, w.line, w.operation, w.k_b, o.n_b, w.k_w, o.n_w
+            FROM wrote w JOIN ops o USING (who, operation) WHERE w.k_b > 0""", {**ERROR_PARAMS, "since": since})
+
+
+def request_line_signals(rows: list[tuple], w_min: float, params: RankingParams):
+    """(entity, signal) from the routine lines its calls no longer write: the calls of an operation still
+    arrive, but fewer of them reach a line most of them wrote in the baseline (a two-proportion z-test,
+    LINE_SD deviations): the code took another path in those very requests, an exception thrown before
+    the line. Judged per request, a change of the mix of requests (another operation called less) moves
+    nothing here, unlike a line's share of all the entity's lines."""
+    if w_min <= 0:
+        return
+    best: dict[tuple[str, str], tuple] = {}
+    for entity, line, op, k_b, n_b, k_w, n_w in rows:
+        if not n_b or not n_w:
+            continue
+        expected = n_w * k_b / n_b
+        if expected >= LINE_MIN and k_w <= params.line_fell * expected and share_fell(k_b, n_b, k_w, n_w):
+            s = log_ratio(expected / w_min, k_w / w_min)
+            if s > best.get((entity, line), (0.0,))[0]:
+                what = "stopped" if k_w == 0 else "fell"
+                best[(entity, line)] = (s, f"{ROUTINE}{what} in its calls: written by {k_w} of {n_w} calls of "
+                                           f"{plain(op, 48)} ({expected:.0f} expected): {one_line(line)}", "logs")
+    for (entity, _), signal in best.items():
+        yield entity, signal

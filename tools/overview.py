@@ -16,7 +16,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   (the caller's side when it grew on most of one caller's calls, else the callee's);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
   another service: its failure as the entity saw it), a routine line that stopped or fell to a fraction of
-  its share of the entity's lines (an exception thrown before it); the error lines and the routine lines
+  its share of the entity's lines (an exception thrown before it), and, where log lines carry trace ids, a
+  routine line that the calls of an operation still arriving no longer write (per request, from the onset
+  inside the window: a change of the mix of requests moves nothing); the error lines and the routine lines
   count as two sources of evidence (what the code now writes, what it no longer reaches);
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
   changed callee degraded too).
@@ -46,7 +48,7 @@ from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals
                                         traffic_factor)
 from rcagent.tools.calls import edges
 from rcagent.tools.common import short
-from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals
+from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals, request_line_rows, request_line_signals
 from rcagent.tools.metric_signals import QUALITY, callees, higher_is_better, metric_rows, metric_signals
 
 LIMIT = 15
@@ -124,6 +126,12 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
     rows["logs"] = log_rows(job)
+    # calls that no longer write a line: judged from the onset inside the window (a comparison per request,
+    # which the mix of requests in the window's first part does not blur)
+    since = None if job.cache.get("part") else _onset_inside(job)
+    rows["request_lines"] = request_line_rows(job, since)
+    rows["request_lines_min"] = (replace(job, window=replace(job.window, start=since), cache={})
+                                 if since else job).observed_seconds("logs") / 60
     job.cache["overview_rows"] = rows
     return rows
 
@@ -150,7 +158,8 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     for source in (metric_signals(job, rows, params), call_signals(job, rows, params), gap_signals(rows, params),
                    log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
-                               job.observed_seconds("logs") / 60, params)):
+                               job.observed_seconds("logs") / 60, params),
+                   request_line_signals(rows["request_lines"], rows["request_lines_min"], params)):
         for entity, signal in source:
             found[entity].append(signal)
     if params.preexisting != 1.0:
@@ -216,7 +225,7 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
             # whatever the parameters)
             part = replace(job, window=replace(job.window, end=onset),
                            cache=job.cache.setdefault("before_onset", {k: v for k, v in job.cache.items()
-                                                                       if k in ("edges", "callees")}))
+                                                                       if k in ("edges", "callees")} | {"part": True}))
             for entity, sigs in scores(part, replace(params, preexisting=1.0)).items():
                 kinds = out.setdefault(entity, {})
                 for s, why, _ in sigs:
