@@ -5,6 +5,7 @@ thrown before them); where log lines carry trace ids, routine lines that the cal
 longer write, judged per request."""
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
