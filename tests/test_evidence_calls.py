@@ -208,8 +208,7 @@ def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
     job = Job.load(path)
     front = [why for _, why, _ in scores(job).get("frontend", []) if "ServerLatency" in why]
     assert front and all("own time per call did not grow" in why or "as much as its callee" in why for why in front)
-    # (the delayed pod's only signal is its network bytes: with the defaults it weighs as resource use alone)
-    order = [e for e, _, _ in ranking(job, kind="pod", params=replace(DEFAULT, resource_only=1.0))]
+    order = [e for e, _, _ in ranking(job, kind="pod")]
     assert order.index(culprit_of(path)[0]) < order.index(next(e for e in order if e.startswith("frontend")))
 
 
@@ -252,6 +251,59 @@ def test_a_gap_that_widened_on_every_call_of_one_caller_is_the_callers_side(tmp_
     gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
     assert gaps["search"] and "widened on 1 of its 1 callers" in gaps["search"][0]
     assert not gaps.get("frontend") and not gaps.get("checkout")
+
+
+def _standing_gap(tmp_path: Path, callees: tuple[str, ...], slow: str, trace_baseline: bool) -> Job:
+    """frontend calls each of `callees` in a request of its own, a 2 ms gap around each child span, but 250
+    ms around the `slow` one's from the first span on (a network delay older than the traces); the traces
+    have a fault-free baseline of their own or only the window."""
+    tables = "" if trace_baseline else ", tables: [metrics, logs, events]"
+    meta = ("id: peers\nsystem: test\nalert: slow pages\n"
+            "window: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}\n"
+            f"baseline: [{{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'{tables}}}]\n")
+    job = make_job(tmp_path / "j", meta=meta)
+    spans = []
+    for minute in range(20):
+        for i in range(6):
+            at = dt.datetime(2024, 1, 1, 0, minute, i * 10)
+            for callee in callees:
+                gap = (250.0 if callee == slow else 2.0) + 0.1 * (i % 3)
+                trace = f"{callee}-{minute}-{i}"
+                spans += [(trace, f"{trace}-p", None, at, 5.0 + gap, "frontend", "frontend", f"GET /{callee}",
+                           "OK"),
+                          (trace, f"{trace}-c", f"{trace}-p", at, 5.0, callee, callee, callee, "OK")]
+    write_table(job, "traces", SPANS, spans)
+    return Job.load(job)
+
+
+def test_a_callee_far_slower_across_the_network_than_its_peers_is_named_where_traces_have_no_baseline(tmp_path):
+    peers = ("checkout", "search", "cart", "ads")
+    found = scores(_standing_gap(tmp_path / "bare", peers, "cart", trace_baseline=False))
+    gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
+    assert gaps["cart"] and "against 2.1 ms to its callers' other callees (on 1 of its 1 callers)" in gaps["cart"][0]
+    assert not any(gaps.get(c) for c in ("frontend", "checkout", "search", "ads"))
+    # a fault-free trace baseline that shows the same gap: a standing difference (another kind of link), and
+    # the gap did not widen: nothing
+    found = scores(_standing_gap(tmp_path / "given", peers, "cart", trace_baseline=True))
+    assert not any(why.startswith("cross-span gap") for sigs in found.values() for _, why, _ in sigs)
+    # two callees: which of the two is the odd one is unknown
+    found = scores(_standing_gap(tmp_path / "two", ("checkout", "cart"), "cart", trace_baseline=False))
+    assert not any(why.startswith("cross-span gap") for sigs in found.values() for _, why, _ in sigs)
+
+
+def test_on_a_real_job_a_callee_delayed_before_the_traces_began_stands_out_from_its_peers(job_of):
+    # Online Boutique, network delay on the cart pod at 04:27:03, with traces from 04:27:19 only and no trace
+    # baseline: its gap did not widen inside the window, but it is some 250 ms on both its callers against a
+    # few ms to their other callees; it ranks first
+    path = job_of("2022-08-22_04_27")
+    job = Job.load(path)
+    found = scores(job)
+    cart = [why for _, why, _ in found["cartservice"] if why.startswith("cross-span gap")]
+    assert cart and "(on 2 of its 2 callers)" in cart[0]
+    assert not any(why.startswith("cross-span gap") and "callers' other callees" in why
+                   for e, sigs in found.items() if e != "cartservice" and not e.startswith("cartservice-")
+                   for _, why, _ in sigs)
+    assert ranking(job)[0][0] in culprit_of(path)
 
 
 def test_on_a_real_job_a_starved_caller_owns_the_gaps_of_its_calls(job_of):

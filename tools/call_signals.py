@@ -5,6 +5,7 @@ traffic the call rates are scaled by."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -88,20 +89,8 @@ def gap_signals(rows: dict, params: RankingParams):
     slow to send and read (a starved caller): the gap is its side, not theirs, and it is weighed by the
     share of its callees whose gap grew. Otherwise the gap is the callee's side (its network, its queue),
     weighed by the share of its callers' edges that widened."""
-    wide, grown = {}, {}
-    for caller, callee, bgap, wgap in rows["gaps"]:
-        if bgap is not None and wgap is not None:
-            s = log_ratio(wgap, bgap)
-            wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
-                                      else None)
-            # grew at all, beyond the noise of a median: a caller slow on every call adds a little to each
-            grown[(caller, callee)] = wgap - max(bgap, 0.0) >= GAP_GREW_MS and wgap >= GAP_GREW * max(bgap, 0.0)
-    out, into, grew = defaultdict(list), defaultdict(list), defaultdict(int)
-    for (caller, callee), w in wide.items():
-        out[caller].append(w)
-        grew[caller] += grown[(caller, callee)]
-    widened_out = {caller: sum(1 for w in ws if w) for caller, ws in out.items()}
-    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * grew[c] >= len(out[c])}
+    wide, out, grew, starved = _widened(rows, params)
+    into = defaultdict(list)
     for (caller, callee), w in wide.items():
         into[callee].append(None if caller in starved else w)
     for name in starved:
@@ -114,6 +103,58 @@ def gap_signals(rows: dict, params: RankingParams):
             s, bgap, wgap = widened[-1]
             yield name, (s * len(widened) / len(found), f"cross-span gap {bgap:.1f}->{wgap:.1f} ms (widened "
                                                         f"on {len(widened)} of its {len(found)} callers)", "calls")
+
+
+def _widened(rows: dict, params: RankingParams) -> tuple[dict, dict, dict, set]:
+    """The gap of each call edge against its baseline: (caller, callee) -> (score, baseline, window) where
+    it widened (else None); caller -> those of its edges; caller -> how many of its edges grew at all; the
+    starved callers (slow to send and read: the gap widened on two or more of its callees, grew on most)."""
+    wide, grown = {}, {}
+    for caller, callee, bgap, wgap, _ in rows["gaps"]:
+        if bgap is not None and wgap is not None:
+            s = log_ratio(wgap, bgap)
+            wide[(caller, callee)] = ((s, bgap, wgap) if wgap - max(bgap, 0.0) >= GAP_MIN_MS and s >= params.call_min
+                                      else None)
+            # grew at all, beyond the noise of a median: a caller slow on every call adds a little to each
+            grown[(caller, callee)] = wgap - max(bgap, 0.0) >= GAP_GREW_MS and wgap >= GAP_GREW * max(bgap, 0.0)
+    out, grew = defaultdict(list), defaultdict(int)
+    for (caller, callee), w in wide.items():
+        out[caller].append(w)
+        grew[caller] += grown[(caller, callee)]
+    widened_out = {caller: sum(1 for w in ws if w) for caller, ws in out.items()}
+    starved = {c for c, n in widened_out.items() if n >= 2 and 2 * grew[c] >= len(out[c])}
+    return wide, out, grew, starved
+
+
+def peer_gap_signals(rows: dict, params: RankingParams):
+    """(entity, signal) from a callee whose cross-span gap stands far above the gaps of its caller's other
+    callees, where the traces have no fault-free baseline of their own. The same caller sends to all its
+    callees through the same stack, so their gaps are alike; one callee far slower on every caller is slow
+    on the network (a delay on its pod's interface), a fault that may predate the window's first spans, so
+    that only its peers show it. Weighed by the share of its callers (of three callees or more) on which it
+    stands out; a caller starved against the window's part before the onset (its gaps grew on most of its
+    callees) is the side its gaps show, and compares none of them."""
+    if not rows["peer_gaps"]:
+        return
+    starved = _widened(rows, params)[3]
+    sent: dict[str, dict[str, float]] = defaultdict(dict)
+    for caller, callee, _, wgap, calls in rows["gaps"]:
+        if wgap is not None and calls >= LATENCY_CALLS and caller not in starved:
+            sent[caller][callee] = wgap
+    judged, out = defaultdict(int), defaultdict(list)
+    for caller, gaps in sent.items():
+        if len(gaps) < 3:   # a median of two or more peers: with one, which of the two is odd is unknown
+            continue
+        for callee, gap in gaps.items():
+            peers = statistics.median(g for c, g in gaps.items() if c != callee)
+            judged[callee] += 1
+            if gap - max(peers, 0.0) >= GAP_MIN_MS and log_ratio(gap, peers) >= params.call_min:
+                out[callee].append((log_ratio(gap, peers), peers, gap))
+    for callee, found in out.items():
+        s, peers, gap = max(found)
+        yield callee, (s * len(found) / judged[callee], f"cross-span gap {gap:.1f} ms against {peers:.1f} ms "
+                                                          f"to its callers' other callees (on {len(found)} of its "
+                                                          f"{judged[callee]} callers)", "calls")
 
 
 def waits(rows: dict, name: str, own_rose: bool | None) -> bool:

@@ -44,8 +44,8 @@ from rcagent.job import Job
 from rcagent.onset import find_onset
 from rcagent.tables import render_table
 from rcagent.tools import Param, register
-from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, requests_that_led,
-                                        traffic_factor)
+from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, peer_gap_signals,
+                                        requests_that_led, traffic_factor)
 from rcagent.tools.calls import edges
 from rcagent.tools.common import short
 from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals, request_line_rows, request_line_signals
@@ -88,7 +88,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
         return job.cache["overview_rows"]
     metrics, newborn = metric_rows(job)
     rows: dict = {"metrics": metrics, "newborn": newborn, "calls": [], "own": {}, "led": {}, "gaps": [],
-                  "callers": set()}
+                  "peer_gaps": False, "callers": set()}
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
@@ -119,9 +119,13 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                            for name in pair if name}
         for caller, callee in (("caller", "callee"), ("caller_pod", "callee_pod")):   # columns of edges
             rows["gaps"] += job.query(f"""
-                    SELECT {caller}, {callee}, median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win})
+                    SELECT {caller}, {callee}, median(gap_ms) FILTER (WHERE {base}), median(gap_ms) FILTER (WHERE {win}),
+                           count(gap_ms) FILTER (WHERE {win})
                     FROM edges WHERE {caller} IS NOT NULL AND {callee} IS NOT NULL AND gap_ms IS NOT NULL
                     GROUP BY 1, 2""")
+        # the traces' only baseline is the window's part before the onset (or none), which may hold the
+        # fault already: their callees are also compared with each other
+        rows["peer_gaps"] = not any("traces" in p.tables for p in job.baseline if p is not job.onset)
     # changes (deployments, config pushes, scaling) in the window or shortly before it
     rows["changes"] = latest_changes(
         job, since=job.window.start - dt.timedelta(seconds=max(job.window.seconds, CHANGE_HORIZON_S)))
@@ -157,6 +161,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
     rows = _rows(job)
     found: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     for source in (metric_signals(job, rows, params), call_signals(job, rows, params), gap_signals(rows, params),
+                   peer_gap_signals(rows, params),
                    log_signals(rows["logs"], traffic_factor(job) * job.observed_seconds("logs", window=False) / 60,
                                job.observed_seconds("logs") / 60, params),
                    request_line_signals(rows["request_lines"], rows["request_lines_min"], params)):
