@@ -27,23 +27,34 @@ TEMPLATE = ("left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{16,}', '<
             "'(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64)")
 
 
+def log_lines(job: Job) -> str:
+    """A temp table of the job's log lines with their template (numbers and long hex ids masked; a "#46"
+    source line number kept), whether they read as warnings or errors, the service of their entity, and
+    whether they name another service (a failure of that one, as it saw it). Templates are made once per
+    connection: the window's part before its onset reads the same table."""
+    if "log_lines" not in job.cache:
+        services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
+        job.con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE log_lines AS
+                SELECT l.entity, l.timestamp, l.trace_id, coalesce(e.service, l.entity) AS service,
+                       {TEMPLATE} AS line, {ERROR_LIKE} AS bad,
+                       len(list_filter($services::VARCHAR[], lambda x: x <> coalesce(e.service, l.entity)
+                                                                     AND contains(message, x))) > 0 AS names_other
+                FROM logs l LEFT JOIN entities e ON l.entity = e.id""", {**ERROR_PARAMS, "services": services})
+        job.cache["log_lines"] = True
+    return "log_lines"
+
+
 def log_rows(job: Job) -> list[tuple]:
     """(entity, template, error-like?, baseline lines, window lines, window lines naming another service)."""
     if not job.rows.get("logs"):
         return []
-    # per entity and log template (numbers and long hex ids masked; a "#46" source line number kept):
-    # lines in the baseline and in the window, and whether the lines read as warnings or errors
+    log_lines(job)
     base, win = job.in_baseline("logs"), job.in_window()
-    # and how many of the window's lines name another service (a failure of that one, as it saw it)
-    services = sorted(e.id for e in job.entities.values() if e.kind == "service" and len(e.id) >= 3)
     return job.query(f"""
-            SELECT l.entity, {TEMPLATE} AS line,
-                   {ERROR_LIKE} AS bad,
-                   count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
-                   count(*) FILTER (WHERE {win} AND len(list_filter($services::VARCHAR[], lambda x:
-                       x <> coalesce(e.service, l.entity) AND contains(message, x))) > 0)
-            FROM logs l LEFT JOIN entities e ON l.entity = e.id WHERE {base} OR {win} GROUP BY ALL""",
-                     {**ERROR_PARAMS, "services": services})
+            SELECT entity, line, bad, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
+                   count(*) FILTER (WHERE {win} AND names_other)
+            FROM log_lines WHERE {base} OR {win} GROUP BY ALL""")
 
 
 def one_line(template: str) -> str:
@@ -120,6 +131,7 @@ def request_line_rows(job: Job, since: dt.datetime | None = None) -> list[tuple]
     if not (job.rows.get("logs") and job.rows.get("traces")):
         return []
     edges(job)
+    log_lines(job)
     since = since or job.window.start
     base, win = job.in_baseline("traces", "start"), f"({job.in_window('start')} AND start >= $since)"
     return job.query(f"""
@@ -127,17 +139,15 @@ def request_line_rows(job: Job, since: dt.datetime | None = None) -> list[tuple]
                            FROM edges WHERE trace_id IS NOT NULL AND ({base} OR {win}) GROUP BY 1, 2, 3, 4),
                  ops AS (SELECT coalesce(callee_pod, callee) AS who, operation, count(*) FILTER (WHERE b) AS n_b,
                                 count(*) FILTER (WHERE w) AS n_w FROM calls GROUP BY 1, 2),
-                 lines AS (SELECT DISTINCT l.trace_id, l.entity, coalesce(e.service, l.entity) AS service,
-                                  {TEMPLATE} AS line
-                           FROM logs l LEFT JOIN entities e ON l.entity = e.id
-                           WHERE l.trace_id IS NOT NULL AND NOT {ERROR_LIKE}),
+                 lines AS (SELECT DISTINCT trace_id, entity, service, line FROM log_lines
+                           WHERE trace_id IS NOT NULL AND NOT bad),
                  wrote AS (SELECT l.entity, l.line, c.operation, coalesce(c.callee_pod, c.callee) AS who,
                                   count(*) FILTER (WHERE c.b) AS k_b, count(*) FILTER (WHERE c.w) AS k_w
                            FROM lines l JOIN calls c ON l.trace_id = c.trace_id
                                 AND (c.callee_pod = l.entity OR (c.callee_pod IS NULL AND c.callee = l.service))
                            GROUP BY ALL)
             SELECT w.entity, w.line, w.operation, w.k_b, o.n_b, w.k_w, o.n_w
-            FROM wrote w JOIN ops o USING (who, operation) WHERE w.k_b > 0""", {**ERROR_PARAMS, "since": since})
+            FROM wrote w JOIN ops o USING (who, operation) WHERE w.k_b > 0""", {"since": since})
 
 
 def request_line_signals(rows: list[tuple], w_min: float, params: RankingParams):
