@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -212,17 +211,19 @@ def test_on_a_real_job_a_caller_that_waits_is_told_by_its_own_time(job_of):
     assert order.index(culprit_of(path)[0]) < order.index(next(e for e in order if e.startswith("frontend")))
 
 
-def _two_callees(tmp_path: Path, extra_ms: dict[str, float], more: tuple[str, ...] = ()) -> Job:
+def _two_callees(tmp_path: Path, extra_ms: dict[str, float], more: tuple[str, ...] = (), since_minute: int = 10,
+                 meta: str | None = None) -> Job:
     """make_job with traces of its own: frontend calls checkout in one kind of request and search in another
-    (and each of `more` in a kind of its own), one child each; in the window, frontend's span of a call to X
-    lasts extra_ms[X] longer than before around the same child (the time between the two services)."""
-    job = make_job(tmp_path / "j")
+    (and each of `more` in a kind of its own), one child each; from `since_minute` (the window's start),
+    frontend's span of a call to X lasts extra_ms[X] longer than before around the same child (the time
+    between the two services)."""
+    job = make_job(tmp_path / "j", meta=meta)
     spans = []
     for minute in range(20):
         for i in range(6):
             at = dt.datetime(2024, 1, 1, 0, minute, i * 10)
             for callee, child_ms in (("checkout", 20.0), ("search", 10.0), *((m, 5.0) for m in more)):
-                gap = 2.0 + (extra_ms.get(callee, 0.0) if minute >= 10 else 0.0) + 0.1 * (i % 3)
+                gap = 2.0 + (extra_ms.get(callee, 0.0) if minute >= since_minute else 0.0) + 0.1 * (i % 3)
                 trace = f"{callee}-{minute}-{i}"
                 spans += [(trace, f"{trace}-p", None, at, child_ms + gap, "frontend", "frontend", f"GET /{callee}",
                            "OK"),
@@ -253,41 +254,29 @@ def test_a_gap_that_widened_on_every_call_of_one_caller_is_the_callers_side(tmp_
     assert not gaps.get("frontend") and not gaps.get("checkout")
 
 
-def _standing_gap(tmp_path: Path, callees: tuple[str, ...], slow: str, trace_baseline: bool) -> Job:
-    """frontend calls each of `callees` in a request of its own, a 2 ms gap around each child span, but 250
-    ms around the `slow` one's from the first span on (a network delay older than the traces); the traces
-    have a fault-free baseline of their own or only the window."""
+def _standing_gap(tmp_path: Path, slow: str, more: tuple[str, ...], trace_baseline: bool) -> Job:
+    """_two_callees with a 248 ms longer gap around the `slow` callee's spans from the first span on (a
+    network delay older than the traces); the traces have a fault-free baseline of their own or only the
+    window."""
     tables = "" if trace_baseline else ", tables: [metrics, logs, events]"
     meta = ("id: peers\nsystem: test\nalert: slow pages\n"
             "window: {start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:20:00Z'}\n"
             f"baseline: [{{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'{tables}}}]\n")
-    job = make_job(tmp_path / "j", meta=meta)
-    spans = []
-    for minute in range(20):
-        for i in range(6):
-            at = dt.datetime(2024, 1, 1, 0, minute, i * 10)
-            for callee in callees:
-                gap = (250.0 if callee == slow else 2.0) + 0.1 * (i % 3)
-                trace = f"{callee}-{minute}-{i}"
-                spans += [(trace, f"{trace}-p", None, at, 5.0 + gap, "frontend", "frontend", f"GET /{callee}",
-                           "OK"),
-                          (trace, f"{trace}-c", f"{trace}-p", at, 5.0, callee, callee, callee, "OK")]
-    write_table(job, "traces", SPANS, spans)
-    return Job.load(job)
+    return _two_callees(tmp_path, {slow: 248.0}, more=more, since_minute=0, meta=meta)
 
 
 def test_a_callee_far_slower_across_the_network_than_its_peers_is_named_where_traces_have_no_baseline(tmp_path):
-    peers = ("checkout", "search", "cart", "ads")
-    found = scores(_standing_gap(tmp_path / "bare", peers, "cart", trace_baseline=False))
+    more = ("cart", "ads")   # besides checkout and search
+    found = scores(_standing_gap(tmp_path / "bare", "cart", more, trace_baseline=False))
     gaps = {e: [why for _, why, _ in sigs if why.startswith("cross-span gap")] for e, sigs in found.items()}
     assert gaps["cart"] and "against 2.1 ms to its callers' other callees (on 1 of its 1 callers)" in gaps["cart"][0]
     assert not any(gaps.get(c) for c in ("frontend", "checkout", "search", "ads"))
     # a fault-free trace baseline that shows the same gap: a standing difference (another kind of link), and
     # the gap did not widen: nothing
-    found = scores(_standing_gap(tmp_path / "given", peers, "cart", trace_baseline=True))
+    found = scores(_standing_gap(tmp_path / "given", "cart", more, trace_baseline=True))
     assert not any(why.startswith("cross-span gap") for sigs in found.values() for _, why, _ in sigs)
     # two callees: which of the two is the odd one is unknown
-    found = scores(_standing_gap(tmp_path / "two", ("checkout", "cart"), "cart", trace_baseline=False))
+    found = scores(_standing_gap(tmp_path / "two", "search", (), trace_baseline=False))
     assert not any(why.startswith("cross-span gap") for sigs in found.values() for _, why, _ in sigs)
 
 

@@ -148,8 +148,9 @@ def peer_gap_signals(rows: dict, params: RankingParams):
         for callee, gap in gaps.items():
             peers = statistics.median(g for c, g in gaps.items() if c != callee)
             judged[callee] += 1
-            if gap - max(peers, 0.0) >= GAP_MIN_MS and log_ratio(gap, peers) >= params.call_min:
-                out[callee].append((log_ratio(gap, peers), peers, gap))
+            s = log_ratio(gap, peers)
+            if gap - max(peers, 0.0) >= GAP_MIN_MS and s >= params.call_min:
+                out[callee].append((s, peers, gap))
     for callee, found in out.items():
         s, peers, gap = max(found)
         yield callee, (s * len(found) / judged[callee], f"cross-span gap {gap:.1f} ms against {peers:.1f} ms "
