@@ -140,14 +140,20 @@ def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
     return onset if since is None or (before or 0) < MIN_POINTS else since
 
 
-def split_at_onset(job: Job) -> dt.datetime | None:
+def split_at_onset(job: Job, at: dt.datetime | None = None) -> dt.datetime | None:
     """For a job with a table of series (metrics, traces, logs) that no baseline period covers: the window
-    before the onset becomes the baseline of those tables, and the window starts at the onset. Returns the
-    onset, or None (the job is left as it was)."""
+    before the onset becomes the baseline of those tables, and the window starts at the onset. The onset is
+    `at` if given (a known start of the fault, inside the window: for benchmarks), else find_onset's.
+    Returns the onset, or None (the job is left as it was)."""
     bare = tuple(job.without_history())
     if not bare:
         return None
-    onset = find_onset(job)
+    if at is None:
+        onset = find_onset(job)
+    elif job.window.start < at < job.window.end:
+        onset = _back_to_sample_start(job, at)
+    else:
+        onset = None
     if onset is None:
         return None
     job.onset = replace(job.window, end=onset, tables=bare)
@@ -157,13 +163,13 @@ def split_at_onset(job: Job) -> dt.datetime | None:
     return onset
 
 
-def without_baseline(job: Job) -> dt.datetime | None:
+def without_baseline(job: Job, at: dt.datetime | None = None) -> dt.datetime | None:
     """The job as if it had come with no baseline at all: its window as given, split at its own onset (the
-    "no baseline" variant of `rcagent bench ranking`)."""
+    "no baseline" variant of `rcagent bench ranking`), or at `at` (see split_at_onset)."""
     if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
         job.window = replace(job.window, start=job.onset.start)
         job.onset = None
     job.baseline = []
     job.cache.clear()
-    return split_at_onset(job)
+    return split_at_onset(job, at)
 

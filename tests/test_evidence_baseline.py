@@ -61,6 +61,16 @@ def test_a_window_with_no_baseline_is_split_at_its_onset(tmp_path):
     assert "Baseline: none given; for metrics, traces, logs, which had none: the window before the onset" in summary
 
 
+def test_a_given_onset_is_split_at_and_one_outside_the_window_splits_nothing(tmp_path):
+    # benchmarks/onset_oracle.py splits at the label's injection time instead of the onset found
+    job = Job.load(make_job(tmp_path / "j", meta=NO_BASELINE))
+    start, at = dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 1, 0, 7)
+    assert without_baseline(job, at=at) == at
+    assert job.onset.start == start and job.onset.end == at == job.window.start and job.baseline == [job.onset]
+    assert without_baseline(job, at=dt.datetime(2024, 1, 1, 0, 30)) is None
+    assert job.onset is None and job.baseline == [] and job.window.start == start
+
+
 def test_a_step_is_found_where_the_series_agree():
     rng = np.random.default_rng(0)
     matrix = rng.normal(0, 1, (40, 30))

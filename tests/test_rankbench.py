@@ -149,3 +149,17 @@ def test_the_model_s_vote_is_chosen_on_the_other_systems_runs():
     # held out C: A (two runs) favours 0.5, B favours 0, one vote each: a tie, the smaller vote; C scores 0
     assert rows["C"][2] == 0.0 and rows["C"][3] == 0.0
     assert rows["all"][1] == 4 and rows["all"][3] == 0.0
+
+
+def test_the_onset_oracle_splits_a_real_job_at_its_injection_time(job_of, capsys, monkeypatch):
+    # benchmarks/onset_oracle.py on one TrainTicket case: the no-baseline variant three ways beside the full job
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location("onset_oracle", ROOT / "benchmarks" / "onset_oracle.py")
+    oracle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oracle)
+    root = job_of("2023-01-29_09_42").parent.parent
+    monkeypatch.setattr(sys, "argv", ["onset_oracle.py", "--jobs", str(root)])
+    oracle.main()
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| TrainTicket |")]
+    assert len(row) == 1 and row[0].count("(1)") == len(oracle.VARIANTS), row
