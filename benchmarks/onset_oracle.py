@@ -39,11 +39,8 @@ def _pr1(folder: Path, label: dict, variant: str, injected: dt.datetime | None) 
     try:
         inv = Inventory.from_job(job)
         levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
-        start = job.onset.start if job.onset is not None else job.window.start   # the window as given
-        if variant == "injection time":
-            if injected is None or not start < injected < job.window.end:
-                return None
-            if without_baseline(job, at=injected) is None:
+        if variant == "injection time":   # none when the label gives none inside the window
+            if injected is None or without_baseline(job, at=injected) is None:
                 return None
         elif variant == "found onset":
             without_baseline(job)
