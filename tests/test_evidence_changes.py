@@ -1,5 +1,6 @@
 """The evidence ranking's change signals: a change followed by a degradation of the changed entity, harmless
-changes, two changed services on one call path; on made-up jobs and on real defective rollouts."""
+changes, two changed services on one call path, a changed callee whose callers began to fail right after its
+change; on made-up jobs and on real defective rollouts."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,8 @@ import duckdb
 
 from rcagent.job import Job
 from rcagent.tools.overview import overview, ranking, scores
-from tests.evidence_jobs import culprit_of
-from tests.hostile import make_job
+from tests.evidence_jobs import culprit_of, write_table
+from tests.hostile import META, make_job
 
 
 def _with_events(job: Path, rows: list[tuple]) -> Path:
@@ -79,3 +80,54 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
         hits += ranking(job)[0][0] == lab["root_causes"][0]["entity"]
         job.con.close()
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
+
+
+def _silent_callee_job(folder: Path, events: list[tuple]) -> Job:
+    """frontend calls checkout, which calls currency and catalog; from 00:12 checkout's success rate falls to
+    20%, and nothing else moves (a new version's pods may report nothing of their own)."""
+    folder.mkdir(parents=True)
+    (folder / "job.yaml").write_text(META.format(id="silent"))
+    names = ("frontend", "checkout", "currency", "catalog")
+    write_table(folder, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
+                [(n, "service", n, None) for n in names])
+    write_table(folder, "relations", "src VARCHAR, dst VARCHAR, kind VARCHAR",
+                [("frontend", "checkout", "calls"), ("checkout", "currency", "calls"), ("checkout", "catalog", "calls")])
+    rows = []
+    for minute in range(20):
+        stamp = f"2024-01-01 00:{minute:02d}:00"
+        rows.append((stamp, "checkout", "success_rate(%)", 20.0 if minute >= 12 else 100.0 - 0.5 * (minute % 2)))
+        rows += [(stamp, n, "latency_ms", 30.0 + minute % 3) for n in names]
+    write_table(folder, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
+    return Job.load(_with_events(folder, events))
+
+
+def test_a_changed_callee_whose_callers_fail_right_after_its_change_is_named(tmp_path):
+    # catalog rolled out at 00:08 with no harm; currency at 00:11:30, and checkout fails from 00:12
+    job = _silent_callee_job(tmp_path / "j", [
+        ("2024-01-01 00:08:00", "catalog", "Deployment", "rollout of catalog v2 started"),
+        ("2024-01-01 00:11:30", "currency", "Deployment", "rollout of currency v2 started")])
+    top = ranking(job)[0]
+    assert top[0] == "currency", ranking(job)[:3]
+    assert "Deployment at 00:11:30 UTC, then its caller checkout's success_rate(%) worsened from 00:12" in top[2]
+    assert not [s for s in scores(job).get("catalog", []) if s[2] == "changes"]
+
+
+def test_a_caller_s_own_later_change_explains_its_failures_rather_than_its_callee_s(tmp_path):
+    # checkout itself rolled out after currency did: its own change is the nearer one before its failures
+    job = _silent_callee_job(tmp_path / "j", [
+        ("2024-01-01 00:11:00", "currency", "Deployment", "rollout of currency v2 started"),
+        ("2024-01-01 00:11:40", "checkout", "Deployment", "rollout of checkout v2 started")])
+    assert not [s for s in scores(job).get("currency", []) if s[2] == "changes"]
+    assert ranking(job)[0][0] == "checkout"
+
+
+def test_on_a_real_rollout_the_callee_whose_change_preceded_its_caller_s_failures_ranks_first(job_of):
+    # ChangeRCA 2023-09-22_5: checkout, unchanged, fails from 19:26; of its callees the product catalog and
+    # shipping rolled out at 19:23, currency (the defective one) created its first new pod at 19:25:30 and
+    # reports nothing of its own
+    path = job_of("2023-09-22_5")
+    job = Job.load(path)
+    top = ranking(job)[0]
+    assert top[0] == culprit_of(path)[0] == "currencyservice"
+    assert any(why.startswith("Deployment at 19:24:25 UTC (last at 19:25:30), then its caller checkoutservice")
+               for why in top[2]), top[2]

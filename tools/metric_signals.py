@@ -61,7 +61,7 @@ def metric_rows(job: Job) -> tuple[list[tuple], list[tuple]]:
 def metric_signals(job: Job, rows: dict, params: RankingParams):
     """(entity, signal) from its metrics: each series' deviation from its baseline (or, for a pod with no
     history, from its peers'; without a baseline, from its replicas or the others of its kind)."""
-    series = _series(job, rows)
+    series = metric_series(job, rows)
     own = {name: own_time_rose(rows, name, b, w, params) for name, b, w, *_ in rows["calls"]}
     # entities with a served-side latency series (not client-side), and those whose served latency rose
     served, served_rose = set(), set()
@@ -100,7 +100,7 @@ def metric_signals(job: Job, rows: dict, params: RankingParams):
                                "metrics")
 
 
-def _series(job: Job, rows: dict) -> list[tuple]:
+def metric_series(job: Job, rows: dict) -> list[tuple]:
     """Per metric series, what does not depend on the parameters: (entity, metric, z, note, latency?,
     client-side?, the callee whose rise explains its own or None, a served-side latency with a baseline?).
     Cached on the job."""

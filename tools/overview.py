@@ -21,7 +21,8 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   inside the window: a change of the mix of requests moves nothing); the error lines and the routine lines
   count as two sources of evidence (what the code now writes, what it no longer reaches);
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
-  changed callee degraded too).
+  changed callee degraded too), or, for a changed service whose own telemetry did not move, by a caller's
+  failure that began right after its change and after no nearer change of the caller or its other callees.
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
 weighs less: load and its dependencies explain such moves. A signal the window already showed before the
 onset found inside it weighs less: the baseline period differs from this day in more than the fault
@@ -47,9 +48,10 @@ from rcagent.tools import Param, register
 from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, peer_gap_signals,
                                         requests_that_led, traffic_factor)
 from rcagent.tools.calls import edges
-from rcagent.tools.common import short
+from rcagent.tools.common import floor, short
 from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals, request_line_rows, request_line_signals
-from rcagent.tools.metric_signals import QUALITY, callees, higher_is_better, metric_rows, metric_signals
+from rcagent.tools.metric_signals import (QUALITY, callees, higher_is_better, metric_rows, metric_series,
+                                         metric_signals)
 
 LIMIT = 15
 
@@ -199,10 +201,61 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             found[name].append((weight * (CHANGE_SCORE + degraded[name]),
                                 f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC{since}, then its service "
                                 f"degraded{note}", "changes"))
+    for name, (last, caller, what, onset, score) in _callers_failed_after(job, rows, params, found).items():
+        # a changed service whose own telemetry did not move (a new version's pods may report nothing yet)
+        # but whose caller began to fail right after its change, and after no nearer change of the caller
+        # or of its other callees: the new version's answers are what the caller fails on
+        if not degraded.get(name):
+            _, _, first_at, first_reason = rows["changes"][name]
+            since = f" (last at {last:%H:%M:%S})" if last != first_at else ""
+            found[name].append((params.symptom * (CHANGE_SCORE + score),
+                                f"{first_reason or 'change'} at {first_at:%H:%M:%S} UTC{since}, then its caller "
+                                f"{caller}'s {what} worsened from {onset:%H:%M}", "changes"))
     for entity in found:
         found[entity].sort(reverse=True)
     job.cache[key] = dict(found)
     return job.cache[key]
+
+
+def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: dict) -> dict[str, tuple]:
+    """changed service -> (its latest change event before the failure, the caller, the caller's metric, the
+    first sample of that metric beyond z_min floored deviations on its worse side, the caller's score for it),
+    where of the caller's own service and its callees that changed, this one changed last before that sample
+    ended (a 1-minute sample holds the minute). The caller's strongest such series counts."""
+    if not rows["changes"] or not job.rows.get("metrics"):
+        return {}
+    times: dict[str, list] = defaultdict(list)   # every event of a changed service (its rollout's new pods)
+    for entity, at in job.query("SELECT entity, timestamp FROM events WHERE timestamp < $end", {"end": job.window.end}):
+        ent = job.entities.get(entity)
+        name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
+        if name in rows["changes"] and at >= rows["changes"][name][2]:
+            times[name].append(at)
+    stats = {(e, m): (b, sd) for e, m, b, sd, *_ in rows["metrics"]}
+    out: dict[str, tuple] = {}
+    for entity, metric, z, *_ in metric_series(job, rows):
+        b, sd = stats.get((entity, metric), (None, None))
+        if b is None or abs(z) < params.z_min or not QUALITY.search(metric) or (z < 0) != higher_is_better(metric):
+            continue
+        ent = job.entities.get(entity)
+        service = ent.service if ent and ent.kind == "pod" and ent.service else entity
+        changed = [c for c in (service, *sorted(callees(job).get(service, ()))) if c in times]
+        if not changed or changed == [service]:
+            continue
+        worse = params.z_min * max(sd or 0.0, floor(b, metric))
+        first = next(((t, step) for t, v, step in job.query(
+            f"""SELECT timestamp, value, epoch(lead(timestamp) OVER (ORDER BY timestamp)) - epoch(timestamp)
+                FROM metrics WHERE entity = $e AND metric = $m AND {job.in_window()} ORDER BY 1""",
+            {"e": entity, "m": metric}) if v is not None and ((b - v) if higher_is_better(metric) else (v - b)) >= worse),
+            None)
+        if first is None:
+            continue
+        ended = first[0] + dt.timedelta(seconds=first[1] or 60.0)
+        latest = {c: max(t for t in times[c] if t <= ended) for c in changed if min(times[c]) <= ended}
+        nearest = max(latest, key=latest.get, default=service)
+        score = max((s for s, why, _ in found.get(entity, []) if metric in why), default=0.0)
+        if nearest != service and score > out.get(nearest, (0.0,))[-1]:
+            out[nearest] = (latest[nearest], entity, metric, first[0], score)
+    return out
 
 
 def _kind(reason: str) -> str:
@@ -265,7 +318,7 @@ def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tupl
 def _worse_service(reason: str, source: str) -> bool:
     """A signal that says the entity serves worse: call and log signals, and quality metrics (success
     rates down; error rates, latency up), not resource metrics."""
-    if source in ("calls", "logs"):
+    if source in ("calls", "logs", "changes"):
         return True
     if source != "metrics" or not QUALITY.search(reason):
         return False
