@@ -27,7 +27,16 @@ def explanation(entity: str, kind: str, reasons: list[str]) -> str:
     return f"{entity} ({kind}) moved most from its baseline: {'; '.join(reasons[:3])}."
 
 
+# a change reason of the overview: "Deployment at 19:24:25 UTC …, then its service degraded" (or "then its caller
+# … worsened")
+CHANGE_THEN_WORSE = re.compile(r"^(.*?) at (\d\d:\d\d:\d\d) UTC\b.*, then its (service degraded|caller )")
+
+
 def solution(entity: str, reasons: list[str]) -> str:
+    change = next((m for m in map(CHANGE_THEN_WORSE.match, reasons) if m), None)
+    if change:   # a change followed by the degradation: undo it first, find the defect after
+        return (f"Roll back {entity}'s {change.group(1)} of {change.group(2)} UTC to its previous version, confirm "
+                "its callers recover, then find the defect in the new version before rolling it out again.")
     text = " ".join(reasons).lower()
     if "stopped" in text:
         return (f"Check whether {entity} is running and reachable (crashed, scaled to zero, network policy); "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from rcagent.explain import solution
 from rcagent.job import Job
 from rcagent.tools.overview import overview, ranking, scores
 from tests.evidence_jobs import culprit_of, write_table
@@ -110,6 +111,7 @@ def test_a_changed_callee_whose_callers_fail_right_after_its_change_is_named(tmp
     assert top[0] == "currency", ranking(job)[:3]
     assert "Deployment at 00:11:30 UTC, then its caller checkout's success_rate(%) worsened from 00:12" in top[2]
     assert not [s for s in scores(job).get("catalog", []) if s[2] == "changes"]
+    assert solution("checkout", ["success_rate(%) down 80 sd"]).startswith("Inspect checkout's")   # no change
 
 
 def test_a_caller_s_own_later_change_explains_its_failures_rather_than_its_callee_s(tmp_path):
@@ -131,3 +133,6 @@ def test_on_a_real_rollout_the_callee_whose_change_preceded_its_caller_s_failure
     assert top[0] == culprit_of(path)[0] == "currencyservice"
     assert any(why.startswith("Deployment at 19:24:25 UTC (last at 19:25:30), then its caller checkoutservice")
                for why in top[2]), top[2]
+    # the runbook step written when the model's text is not a sentence: undo that rollout
+    assert solution(top[0], top[2]).startswith("Roll back currencyservice's Deployment of 19:24:25 UTC to its "
+                                               "previous version")
