@@ -220,8 +220,9 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
 def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: dict) -> dict[str, tuple]:
     """changed service -> (its latest change event before the failure, the caller, the caller's metric, the
     first sample of that metric beyond z_min floored deviations on its worse side, the caller's score for it),
-    where of the caller's own service and its callees that changed, this one changed last before that sample
-    ended (a 1-minute sample holds the minute). The caller's strongest such series counts."""
+    where of the caller's own service and its callees that changed, this one changed last at or before that
+    sample's time (a cause precedes its effect; a sample may hold the minute before its stamp). The caller's
+    strongest such series counts."""
     if not rows["changes"] or not job.rows.get("metrics"):
         return {}
     times: dict[str, list] = defaultdict(list)   # every event of a changed service (its rollout's new pods)
@@ -242,19 +243,17 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         if not changed or changed == [service]:
             continue
         worse = params.z_min * max(sd or 0.0, floor(b, metric))
-        first = next(((t, step) for t, v, step in job.query(
-            f"""SELECT timestamp, value, epoch(lead(timestamp) OVER (ORDER BY timestamp)) - epoch(timestamp)
-                FROM metrics WHERE entity = $e AND metric = $m AND {job.in_window()} ORDER BY 1""",
+        onset = next((t for t, v in job.query(
+            f"SELECT timestamp, value FROM metrics WHERE entity = $e AND metric = $m AND {job.in_window()} ORDER BY 1",
             {"e": entity, "m": metric}) if v is not None and ((b - v) if higher_is_better(metric) else (v - b)) >= worse),
             None)
-        if first is None:
+        if onset is None:
             continue
-        ended = first[0] + dt.timedelta(seconds=first[1] or 60.0)
-        latest = {c: max(t for t in times[c] if t <= ended) for c in changed if min(times[c]) <= ended}
+        latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
         nearest = max(latest, key=latest.get, default=service)
         score = max((s for s, why, _ in found.get(entity, []) if metric in why), default=0.0)
         if nearest != service and score > out.get(nearest, (0.0,))[-1]:
-            out[nearest] = (latest[nearest], entity, metric, first[0], score)
+            out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
 
 
