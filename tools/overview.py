@@ -251,7 +251,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
             continue
         latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
         nearest = max(latest, key=latest.get, default=service)
-        score = max((s for s, why, _ in found.get(entity, []) if metric in why), default=0.0)
+        score = max((s for s, why, _ in found.get(entity, []) if why.startswith(f"{metric} ")), default=0.0)
         if nearest != service and score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
@@ -315,8 +315,9 @@ def latest_changes(job: Job, since: dt.datetime | None = None) -> dict[str, tupl
 
 
 def _worse_service(reason: str, source: str) -> bool:
-    """A signal that says the entity serves worse: call and log signals, and quality metrics (success
-    rates down; error rates, latency up), not resource metrics."""
+    """A signal that says the entity serves worse: call, log and change signals (a change signal exists only
+    with a degradation after the change), and quality metrics (success rates down; error rates, latency up),
+    not resource metrics."""
     if source in ("calls", "logs", "changes"):
         return True
     if source != "metrics" or not QUALITY.search(reason):
