@@ -38,12 +38,15 @@ def solution(entity: str, reasons: list[str]) -> str:
         return (f"Roll back {entity}'s {change.group(1)} of {change.group(2)} UTC to its previous version, confirm "
                 "its callers recover, then find the defect in the new version before rolling it out again.")
     text = " ".join(reasons).lower()
-    if "stopped" in text:
+    if "incoming calls stopped" in text:   # an outage, not a log line that stopped (an exception before it)
         return (f"Check whether {entity} is running and reachable (crashed, scaled to zero, network policy); "
                 "restore it, then confirm its callers recover.")
     if "error" in text:
         return (f"Read the new error logs of {entity}, roll back its latest change or configuration if the "
                 "errors started with it, and redeploy.")
+    if re.search(r"\blog line (stopped|fell)", text):
+        return (f"Find the exception {entity}'s requests now hit before the log line that stopped (the code "
+                "path just before it), roll back its latest change if it started with it, and redeploy.")
     if re.search(r"\bcpu\b", text):
         return f"Find the process using the CPU in {entity}, stop it, then raise the CPU limit or scale out."
     if re.search(r"\bmem|memory", text):
