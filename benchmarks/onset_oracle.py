@@ -19,7 +19,7 @@ from pathlib import Path
 from rcagent.eval.labels import load_label
 from rcagent.eval.rankbench import _groups, _score
 from rcagent.eval.scoring import Inventory, level
-from rcagent.job import Job
+from rcagent.job import Job, parse_time
 from rcagent.onset import without_baseline
 from rcagent.tools.overview import ranking
 
@@ -27,11 +27,7 @@ VARIANTS = ("full", "found onset", "injection time", "no split")
 
 
 def _injected(label: dict) -> dt.datetime | None:
-    when = label.get("inject_time")
-    if not when:
-        return None
-    when = dt.datetime.fromisoformat(str(when).replace("Z", "+00:00"))
-    return when.astimezone(dt.timezone.utc).replace(tzinfo=None) if when.tzinfo else when
+    return parse_time(label["inject_time"], "label inject_time") if label.get("inject_time") else None
 
 
 def _pr1(folder: Path, label: dict, variant: str, injected: dt.datetime | None) -> float | None:

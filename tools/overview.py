@@ -232,7 +232,9 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         if name in rows["changes"] and at >= rows["changes"][name][2]:
             times[name].append(at)
     stats = {(e, m): (b, sd) for e, m, b, sd, *_ in rows["metrics"]}
-    out: dict[str, tuple] = {}
+    # the quality series that got worse, of entities with a changed callee: (entity, metric, its service,
+    # the changed ones of it and its callees, the bounds its worse side crosses)
+    worse = []
     for entity, metric, z, *_ in metric_series(job, rows):
         b, sd = stats.get((entity, metric), (None, None))
         if b is None or abs(z) < params.z_min or not QUALITY.search(metric) or (z < 0) != higher_is_better(metric):
@@ -240,13 +242,23 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         ent = job.entities.get(entity)
         service = ent.service if ent and ent.kind == "pod" and ent.service else entity
         changed = [c for c in (service, *sorted(callees(job).get(service, ()))) if c in times]
-        if not changed or changed == [service]:
-            continue
-        worse = params.z_min * max(sd or 0.0, floor(b, metric))
-        onset = next((t for t, v in job.query(
-            f"SELECT timestamp, value FROM metrics WHERE entity = $e AND metric = $m AND {job.in_window()} ORDER BY 1",
-            {"e": entity, "m": metric}) if v is not None and ((b - v) if higher_is_better(metric) else (v - b)) >= worse),
-            None)
+        if changed and changed != [service]:
+            margin = params.z_min * max(sd or 0.0, floor(b, metric))
+            low, high = (b - margin, math.inf) if higher_is_better(metric) else (-math.inf, b + margin)
+            worse.append((entity, metric, service, changed, low, high))
+    if not worse:
+        return {}
+    # each series' first window sample beyond its bounds, in one pass
+    onsets = {(e, m): t for e, m, t in job.query(f"""
+            SELECT m.entity, m.metric, min(m.timestamp)
+            FROM metrics m JOIN (SELECT unnest($entities) AS entity, unnest($metrics) AS metric,
+                                        unnest($lows) AS low, unnest($highs) AS high) w USING (entity, metric)
+            WHERE {job.in_window('m.timestamp')} AND (m.value <= w.low OR m.value >= w.high) GROUP BY 1, 2""",
+            {"entities": [w[0] for w in worse], "metrics": [w[1] for w in worse],
+             "lows": [w[4] for w in worse], "highs": [w[5] for w in worse]})}
+    out: dict[str, tuple] = {}
+    for entity, metric, service, changed, _, _ in worse:
+        onset = onsets.get((entity, metric))
         if onset is None:
             continue
         latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
