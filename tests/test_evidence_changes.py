@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import yaml
 
 from rcagent.explain import solution
 from rcagent.job import Job
 from rcagent.tools.overview import overview, ranking, scores
 from tests.evidence_jobs import culprit_of, write_table
 from tests.hostile import META, make_job
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _with_events(job: Path, rows: list[tuple]) -> Path:
@@ -83,9 +86,10 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
 
 
-def _silent_callee_job(folder: Path, events: list[tuple]) -> Job:
+def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, slow: tuple = ()) -> Job:
     """frontend calls checkout, which calls currency and catalog; from 00:12 checkout's success rate falls to
-    20%, and nothing else moves (a new version's pods may report nothing of their own)."""
+    20% (unless not `failing`) and the latency of the services in `slow` grows tenfold, and nothing else moves
+    (a new version's pods may report nothing of their own)."""
     folder.mkdir(parents=True)
     (folder / "job.yaml").write_text(META.format(id="silent"))
     names = ("frontend", "checkout", "currency", "catalog")
@@ -96,8 +100,10 @@ def _silent_callee_job(folder: Path, events: list[tuple]) -> Job:
     rows = []
     for minute in range(20):
         stamp = f"2024-01-01 00:{minute:02d}:00"
-        rows.append((stamp, "checkout", "success_rate(%)", 20.0 if minute >= 12 else 100.0 - 0.5 * (minute % 2)))
-        rows += [(stamp, n, "latency_ms", 30.0 + minute % 3) for n in names]
+        rows.append((stamp, "checkout", "success_rate(%)",
+                     20.0 if failing and minute >= 12 else 100.0 - 0.5 * (minute % 2)))
+        rows += [(stamp, n, "latency_ms", (10 if n in slow and minute >= 12 else 1) * (30.0 + minute % 3))
+                 for n in names]
     write_table(folder, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
     return Job.load(_with_events(folder, events))
 
@@ -121,6 +127,53 @@ def test_a_caller_s_own_later_change_explains_its_failures_rather_than_its_calle
         ("2024-01-01 00:11:40", "checkout", "Deployment", "rollout of checkout v2 started")])
     assert not [s for s in scores(job).get("currency", []) if s[2] == "changes"]
     assert ranking(job)[0][0] == "checkout"
+
+
+def test_a_callee_changed_whole_samples_before_its_caller_failed_is_not_named(tmp_path):
+    # catalog rolled out at 00:08; checkout answered well at 00:09, 00:10 and 00:11 and fails from 00:12
+    job = _silent_callee_job(tmp_path / "j", [("2024-01-01 00:08:00", "catalog", "Deployment", "rollout")])
+    assert not [s for s in scores(job).get("catalog", []) if s[2] == "changes"]
+    assert ranking(job)[0][0] == "checkout"
+
+
+def test_a_caller_whose_unchanged_callee_degraded_on_its_own_does_not_name_a_changed_callee(tmp_path):
+    # currency rolled out right before checkout failed, but catalog (not changed) got ten times slower then
+    job = _silent_callee_job(tmp_path / "j", [("2024-01-01 00:11:30", "currency", "Deployment", "rollout")],
+                             slow=("catalog",))
+    assert not [s for s in scores(job).get("currency", []) if s[2] == "changes"]
+    assert ranking(job)[0][0] != "currency"
+
+
+def test_a_changed_service_whose_only_degradation_its_callee_explains_gets_no_change_signal(tmp_path):
+    # checkout rolled out, then got as slow as its callee catalog (not changed) did: it waits on catalog
+    job = _silent_callee_job(tmp_path / "j", [("2024-01-01 00:11:30", "checkout", "Deployment", "rollout")],
+                             failing=False, slow=("checkout", "catalog"))
+    assert any("(as much as its callee catalog)" in why for _, why, _ in scores(job)["checkout"])
+    assert not [s for s in scores(job)["checkout"] if s[2] == "changes"]
+    assert ranking(job)[0][0] == "catalog"
+    # its own failure after the change does make it the suspect
+    job = _silent_callee_job(tmp_path / "k", [("2024-01-01 00:11:30", "checkout", "Deployment", "rollout")],
+                             slow=("checkout", "catalog"))
+    assert ranking(job)[0][0] == "checkout"
+
+
+def test_a_harmless_rollout_before_a_real_incident_leaves_its_culprit_first(job_of):
+    # benchmarks/harmless_change.py on PetSite low_traffic/test/issue_1 (the status updater function's
+    # latency): a rollout of a callee of the entry service a minute before the window, after which the entry
+    # got slower only eleven minutes later, or of a service that did not degrade, takes nothing from it; a
+    # rollout of the entry service itself, whose own p90 latency then rose 6 sd, makes that the suspect
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("harmless_change", ROOT / "benchmarks" / "harmless_change.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = job_of("low_traffic/test/issue_1")
+    label = yaml.safe_load((path.parent.parent / "labels" / f"{path.name}.yaml").read_text())
+    plain, rollouts = bench.measure(path, label, before_s=60)
+    after = {name: (pr1, first) for name, pr1, first in rollouts}
+    assert plain == 1.0
+    for name in ("AWS::StepFunctions::StateMachine", "STS_AWS::STS", "PetSearch_AWS::ECS::Fargate"):
+        assert after[name] == (1.0, False), name
+    assert after["PetSite"] == (0.0, True)
 
 
 def test_on_a_real_rollout_the_callee_whose_change_preceded_its_caller_s_failures_ranks_first(job_of):

@@ -20,9 +20,12 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   routine line that the calls of an operation still arriving no longer write (per request, from the onset
   inside the window: a change of the mix of requests moves nothing); the error lines and the routine lines
   count as two sources of evidence (what the code now writes, what it no longer reaches);
-- changes (deployment, config push, scaling) followed by a degradation of the changed entity (less when a
-  changed callee degraded too), or, for a changed service whose own telemetry did not move, by a caller's
-  failure that began right after its change and after no nearer change of the caller or its other callees.
+- changes (deployment, config push, scaling) followed by a degradation of the changed entity on its own
+  account (not one its callees, an earlier period or a shared fall of load explain; less when a changed
+  callee degraded too), or, for a changed service whose own telemetry did not move, by a caller's failure
+  that began within two samples of its change, after no nearer change of the caller or its other callees,
+  and that no unchanged callee's own degradation explains (harmless rollouts are the rule: one shortly
+  before an unrelated fault must not take its place; benchmarks/harmless_change.py measures it).
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
 weighs less: load and its dependencies explain such moves. A signal the window already showed before the
 onset found inside it weighs less: the baseline period differs from this day in more than the fault
@@ -58,6 +61,8 @@ LIMIT = 15
 
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
+EXPLAINED = ("(as much as its callee", "(its own time per call did not grow)", "(already so before the onset",
+             "(as most of its kind")   # the notes of a signal that another entity or period explains
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 P95_CALLS = 20           # a p95 latency needs this many calls in each period (1 / (1 - 0.95)), else the median
@@ -185,7 +190,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
-    degraded = {name: max((s for s, why, src in found.get(name, []) if _worse_service(why, src)), default=0.0)
+    degraded = {name: max((s for s, why, src in found.get(name, []) if _own_worse(why, src)), default=0.0)
                 for name in rows["changes"]}
     for name, (at, reason, first_at, first_reason) in rows["changes"].items():
         # A change followed by a worse service from the changed entity (its own or its pods' errors,
@@ -235,36 +240,50 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     # the quality series that got worse, of entities with a changed callee: (entity, metric, its service,
     # the changed ones of it and its callees, the bounds its worse side crosses)
     worse = []
-    for entity, metric, z, *_ in metric_series(job, rows):
+    for entity, metric, z, _, _, _, waiting, _ in metric_series(job, rows):
         b, sd = stats.get((entity, metric), (None, None))
         if b is None or abs(z) < params.z_min or not QUALITY.search(metric) or (z < 0) != higher_is_better(metric):
             continue
         ent = job.entities.get(entity)
         service = ent.service if ent and ent.kind == "pod" and ent.service else entity
         changed = [c for c in (service, *sorted(callees(job).get(service, ()))) if c in times]
-        if changed and changed != [service]:
+        # a series that an unchanged callee's same failure explains is that callee's, not a change's; so is
+        # one of a caller with an unchanged callee that degraded on its own account
+        others = [c for c in callees(job).get(service, ()) if c not in times and c != service]
+        explained = (waiting is not None and waiting not in changed) or any(
+            _own_worse(why, src) for c in others for _, why, src in found.get(c, []))
+        if changed and changed != [service] and not explained:
             margin = params.z_min * max(sd or 0.0, floor(b, metric))
             low, high = (b - margin, math.inf) if higher_is_better(metric) else (-math.inf, b + margin)
-            worse.append((entity, metric, service, changed, low, high))
+            worse.append((entity, metric, service, changed, low, high, waiting))
     if not worse:
         return {}
-    # each series' first window sample beyond its bounds, in one pass
-    onsets = {(e, m): t for e, m, t in job.query(f"""
-            SELECT m.entity, m.metric, min(m.timestamp)
-            FROM metrics m JOIN (SELECT unnest($entities) AS entity, unnest($metrics) AS metric,
-                                        unnest($lows) AS low, unnest($highs) AS high) w USING (entity, metric)
-            WHERE {job.in_window('m.timestamp')} AND (m.value <= w.low OR m.value >= w.high) GROUP BY 1, 2""",
+    # each series' first window sample beyond its bounds, and its sampling step (the median gap), in one pass
+    onsets = {(e, m): (t, step) for e, m, t, step in job.query(f"""
+            WITH s AS (SELECT m.entity, m.metric, m.timestamp, m.value <= w.low OR m.value >= w.high AS beyond,
+                              epoch(m.timestamp) - epoch(lag(m.timestamp) OVER (PARTITION BY m.entity, m.metric
+                                                                                ORDER BY m.timestamp)) AS gap
+                       FROM metrics m JOIN (SELECT unnest($entities) AS entity, unnest($metrics) AS metric,
+                                                   unnest($lows) AS low, unnest($highs) AS high) w
+                            USING (entity, metric)
+                       WHERE {job.in_window('m.timestamp')})
+            SELECT entity, metric, min(timestamp) FILTER (WHERE beyond), median(gap) FROM s GROUP BY 1, 2""",
             {"entities": [w[0] for w in worse], "metrics": [w[1] for w in worse],
              "lows": [w[4] for w in worse], "highs": [w[5] for w in worse]})}
     out: dict[str, tuple] = {}
-    for entity, metric, service, changed, _, _ in worse:
-        onset = onsets.get((entity, metric))
+    for entity, metric, service, changed, _, _, waiting in worse:
+        onset, step = onsets.get((entity, metric), (None, None))
         if onset is None:
             continue
         latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
         nearest = max(latest, key=latest.get, default=service)
-        score = max((s for s, why, _ in found.get(entity, []) if why.startswith(f"{metric} ")), default=0.0)
-        if nearest != service and score > out.get(nearest, (0.0,))[-1]:
+        # its score for the series, unless something other than a changed callee explains it
+        score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
+                     and (_own_worse(why, src) or f"(as much as its callee {waiting})" in why)), default=0.0)
+        # a new version fails its callers as soon as it serves: a caller that stayed healthy for a whole
+        # sample after the change (its first failing sample two steps or more after it) failed for another reason
+        soon = nearest == service or step is None or (onset - latest[nearest]).total_seconds() <= 2 * step
+        if nearest != service and soon and score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
 
@@ -335,6 +354,13 @@ def _worse_service(reason: str, source: str) -> bool:
     if source != "metrics" or not QUALITY.search(reason):
         return False
     return (" down " in reason) == higher_is_better(reason)
+
+
+def _own_worse(reason: str, source: str) -> bool:
+    """A signal that the entity serves worse on its own account: not one the ranking already explains by
+    something else (a callee it waits on or fails by, its own time that did not grow, a state it was in
+    before the onset, less load that most of its kind shared)."""
+    return _worse_service(reason, source) and not any(note in reason for note in EXPLAINED)
 
 
 def _client_side(reason: str, source: str) -> bool:
