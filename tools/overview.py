@@ -282,7 +282,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
                      and (_own_worse(why, src) or f"(as much as its callee {waiting})" in why)), default=0.0)
         # a new version fails its callers as soon as it serves: a caller that stayed healthy for a whole
         # sample after the change (its first failing sample two steps or more after it) failed for another reason
-        soon = nearest == service or step is None or (onset - latest[nearest]).total_seconds() <= 2 * step
+        soon = nearest == service or step is None or (onset - latest[nearest]).total_seconds() < 2 * step
         if nearest != service and soon and score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
