@@ -37,10 +37,13 @@ def _with_rollout(job: Job, service: str | None, at: dt.datetime) -> None:
     job.cache.clear()
 
 
-def measure(folder: Path, label: dict, before_s: float) -> tuple[float, list[tuple[str, float, bool]]]:
-    """PR@1 with no change, and per rolled-out service (PR@1 after it, whether it ranked first)."""
+def measure(folder: Path, label: dict, before_s: float) -> tuple[float, list[tuple[str, float, bool]]] | None:
+    """PR@1 with no change, and per rolled-out service (PR@1 after it, whether it ranked first); None for a
+    job with events of its own."""
     job = Job.load(folder)
     try:
+        if job.rows.get("events"):
+            return None
         inv = Inventory.from_job(job)
         levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
         culprits = {rc["entity"] for rc in label["root_causes"]} | {rc.get("service") for rc in label["root_causes"]}
@@ -70,15 +73,17 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(args.jobs).expanduser()
     labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
-              if p.is_dir() and not (p / "events.parquet").exists()}
+              if p.is_dir()}
     labels = {j: v for j, v in labels.items() if v[1]}
+    results = {j: measure(folder, label, args.before) for j, (folder, label) in labels.items()}
+    labels = {j: v for j, v in labels.items() if results[j] is not None}
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     plain: dict[str, list[float]] = defaultdict(list)
     kept: dict[str, list[float]] = defaultdict(list)
     first: dict[str, list[bool]] = defaultdict(list)
     jobs_lost: dict[str, int] = defaultdict(int)
     for job_id, (folder, label) in labels.items():
-        pr1, rollouts = measure(folder, label, args.before)
+        pr1, rollouts = results[job_id]
         group = groups[job_id]
         plain[group].append(pr1)
         first[group] += [f for _, _, f in rollouts]
