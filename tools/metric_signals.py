@@ -27,6 +27,11 @@ REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
 WAIT_SHARE = 0.8         # a caller waits on (fails by) a callee whose same metric got worse by this share of its own
 SHARED_MIN = 3           # a fall shared by fewer entities than this is not taken for less load
 
+# the notes of a signal that something else explains (tools.overview reads them back)
+LESS_LOAD = " (as most of its kind: less load)"
+OWN_TIME_SAME = " (its own time per call did not grow)"
+WAITING = " (as much as its callee {})"
+
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
@@ -77,7 +82,7 @@ def metric_signals(job: Job, rows: dict, params: RankingParams):
         weight = params.client_weight if client else 1.0
         if (entity, metric) in shared:
             weight *= params.shared
-            note += " (as most of its kind: less load)"
+            note += LESS_LOAD
         if client and latency and entity in served and entity not in served_rose:
             # its calls to its dependencies got slower but the requests it serves did not: background or
             # asynchronous work (a sparse series' quantile is one slow call), not what its users wait on
@@ -87,10 +92,10 @@ def metric_signals(job: Job, rows: dict, params: RankingParams):
         elif z > 0 and latency and not client and waits(rows, entity, own.get(entity)):
             # its requests got slower but the time it spends itself did not (traces): it waits on callees
             weight *= params.symptom
-            note += " (its own time per call did not grow)"
+            note += OWN_TIME_SAME
         yield entity, (weight * 6 * math.log2(1 + abs(z) / 3),
                        f"{metric} {'up' if z > 0 else 'down'} {abs(z):.0f} sd{note}"
-                       + (f" (as much as its callee {waiting})" if waiting else ""), "metrics")
+                       + (WAITING.format(waiting) if waiting else ""), "metrics")
     if (job.onset is not None and "metrics" in job.onset.tables) or "metrics" in job.without_history():
         # no fault-free baseline came with the job: an entity far from its peers on the same metric stands
         # out although its own history is unknown

@@ -53,16 +53,17 @@ from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals
 from rcagent.tools.calls import edges
 from rcagent.tools.common import floor, short
 from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals, request_line_rows, request_line_signals
-from rcagent.tools.metric_signals import (QUALITY, callees, higher_is_better, metric_rows, metric_series,
-                                         metric_signals)
+from rcagent.tools.metric_signals import (LESS_LOAD, OWN_TIME_SAME, QUALITY, WAITING, callees, higher_is_better,
+                                         metric_rows, metric_series, metric_signals)
 
 LIMIT = 15
 
 
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
-EXPLAINED = ("(as much as its callee", "(its own time per call did not grow)", "(already so before the onset",
-             "(as most of its kind")   # the notes of a signal that another entity or period explains
+PREEXISTING = " (already so before the onset at {:%H:%M:%S})"
+# the notes of a signal that another entity or period explains, without what they fill in
+EXPLAINED = tuple(note.split("{")[0].strip() for note in (WAITING, OWN_TIME_SAME, PREEXISTING, LESS_LOAD))
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 P95_CALLS = 20           # a p95 latency needs this many calls in each period (1 / (1 - 0.95)), else the median
@@ -180,7 +181,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
             # a deviation the window already showed before the incident's onset, about as strongly, is a
             # difference between the baseline period and this day (another mix of requests), not the fault
             pre = before.get(entity, {})
-            found[entity] = [(s * params.preexisting, f"{why} (already so before the onset at {onset:%H:%M:%S})", src)
+            found[entity] = [(s * params.preexisting, why + PREEXISTING.format(onset), src)
                              if pre.get(_kind(why), -math.inf) >= 0.5 * s else (s, why, src) for s, why, src in sigs]
     for entity in list(found):
         # Services inherit their pods' metric and log signals (their call signals are computed per service
@@ -240,6 +241,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     # the quality series that got worse, of entities with a changed callee: (entity, metric, its service,
     # the changed ones of it and its callees, the bounds its worse side crosses)
     worse = []
+    unchanged_worse: dict[str, bool] = {}   # service -> an unchanged callee of it degraded on its own account
     for entity, metric, z, _, _, _, waiting, _ in metric_series(job, rows):
         b, sd = stats.get((entity, metric), (None, None))
         if b is None or abs(z) < params.z_min or not QUALITY.search(metric) or (z < 0) != higher_is_better(metric):
@@ -249,9 +251,10 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         changed = [c for c in (service, *sorted(callees(job).get(service, ()))) if c in times]
         # a series that an unchanged callee's same failure explains is that callee's, not a change's; so is
         # one of a caller with an unchanged callee that degraded on its own account
-        others = [c for c in callees(job).get(service, ()) if c not in times and c != service]
-        explained = (waiting is not None and waiting not in changed) or any(
-            _own_worse(why, src) for c in others for _, why, src in found.get(c, []))
+        if service not in unchanged_worse:
+            unchanged_worse[service] = any(_own_worse(why, src) for c in callees(job).get(service, ())
+                                           if c not in times and c != service for _, why, src in found.get(c, []))
+        explained = (waiting is not None and waiting not in changed) or unchanged_worse[service]
         if changed and changed != [service] and not explained:
             margin = params.z_min * max(sd or 0.0, floor(b, metric))
             low, high = (b - margin, math.inf) if higher_is_better(metric) else (-math.inf, b + margin)
@@ -277,13 +280,14 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
             continue
         latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
         nearest = max(latest, key=latest.get, default=service)
-        # its score for the series, unless something other than a changed callee explains it
-        score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
-                     and (_own_worse(why, src) or f"(as much as its callee {waiting})" in why)), default=0.0)
         # a new version fails its callers as soon as it serves: a caller that stayed healthy for a whole
         # sample after the change (its first failing sample two steps or more after it) failed for another reason
-        soon = nearest == service or step is None or (onset - latest[nearest]).total_seconds() < 2 * step
-        if nearest != service and soon and score > out.get(nearest, (0.0,))[-1]:
+        if nearest == service or (step is not None and (onset - latest[nearest]).total_seconds() >= 2 * step):
+            continue
+        # its score for the series, unless something other than a changed callee explains it
+        score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
+                     and (_own_worse(why, src) or WAITING.format(waiting).strip() in why)), default=0.0)
+        if score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
 
