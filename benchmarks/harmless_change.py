@@ -27,12 +27,10 @@ from rcagent.tools.overview import ranking
 
 def _with_rollout(job: Job, service: str | None, at: dt.datetime) -> None:
     """Replace the job's events with one Deployment of `service` at `at` (none when service is None)."""
-    if job.con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = 'events'").fetchall() \
-            == [("VIEW",)]:
-        job.con.execute("DROP VIEW events")
-    job.con.execute("CREATE OR REPLACE TABLE events (timestamp TIMESTAMP, entity VARCHAR, reason VARCHAR, message VARCHAR)")
+    job.con.execute("CREATE OR REPLACE TABLE _rollout (timestamp TIMESTAMP, entity VARCHAR, reason VARCHAR, message VARCHAR)")
     if service is not None:
-        job.con.execute("INSERT INTO events VALUES ($1, $2, 'Deployment', 'rolled out a new version')", [at, service])
+        job.con.execute("INSERT INTO _rollout VALUES ($1, $2, 'Deployment', 'rolled out a new version')", [at, service])
+    job.con.execute("CREATE OR REPLACE VIEW events AS SELECT * FROM _rollout")
     job.rows["events"] = int(service is not None)
     job.cache.clear()
 
