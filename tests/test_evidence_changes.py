@@ -86,10 +86,12 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
     assert hits >= 1   # the figures over all cases are the benchmark's (docs/benchmarks.md), not a test's
 
 
-def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, slow: tuple = ()) -> Job:
+def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, slow: tuple = (),
+                       every: int = 1) -> Job:
     """frontend calls checkout, which calls currency and catalog; from 00:12 checkout's success rate falls to
     20% (unless not `failing`) and the latency of the services in `slow` grows tenfold, and nothing else moves
-    (a new version's pods may report nothing of their own)."""
+    (a new version's pods may report nothing of their own). Every series has a sample a minute, checkout's
+    success rate one every `every` minutes (few requests)."""
     folder.mkdir(parents=True)
     (folder / "job.yaml").write_text(META.format(id="silent"))
     names = ("frontend", "checkout", "currency", "catalog")
@@ -100,8 +102,9 @@ def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, 
     rows = []
     for minute in range(20):
         stamp = f"2024-01-01 00:{minute:02d}:00"
-        rows.append((stamp, "checkout", "success_rate(%)",
-                     20.0 if failing and minute >= 12 else 100.0 - 0.5 * (minute % 2)))
+        if minute % every == 0:
+            rows.append((stamp, "checkout", "success_rate(%)",
+                         20.0 if failing and minute >= 12 else 100.0 - 0.5 * (minute % 2)))
         rows += [(stamp, n, "latency_ms", (10 if n in slow and minute >= 12 else 1) * (30.0 + minute % 3))
                  for n in names]
     write_table(folder, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
@@ -136,6 +139,19 @@ def test_a_callee_changed_whole_samples_before_its_caller_failed_is_not_named(tm
     assert ranking(job)[0][0] == "checkout"
 
 
+def test_a_sparse_caller_names_a_changed_callee_only_when_its_failure_is_dated_close_to_the_change(tmp_path):
+    # checkout's success rate has a sample every 6 minutes (00:06 fine, 00:12 failing): a rollout at 00:07 may
+    # or may not precede the failure by minutes, which the other series' 1-minute samples would have shown
+    job = _silent_callee_job(tmp_path / "j", [("2024-01-01 00:07:00", "currency", "Deployment", "rollout")],
+                             every=6)
+    assert not [s for s in scores(job).get("currency", []) if s[2] == "changes"]
+    assert ranking(job)[0][0] == "checkout"
+    # a rollout half a minute before that failing sample is still named
+    job = _silent_callee_job(tmp_path / "k", [("2024-01-01 00:11:30", "currency", "Deployment", "rollout")],
+                             every=6)
+    assert ranking(job)[0][0] == "currency"
+
+
 def test_a_caller_whose_unchanged_callee_degraded_on_its_own_does_not_name_a_changed_callee(tmp_path):
     # currency rolled out right before checkout failed, but catalog (not changed) got ten times slower then
     job = _silent_callee_job(tmp_path / "j", [("2024-01-01 00:11:30", "currency", "Deployment", "rollout")],
@@ -157,23 +173,40 @@ def test_a_changed_service_whose_only_degradation_its_callee_explains_gets_no_ch
     assert ranking(job)[0][0] == "checkout"
 
 
-def test_a_harmless_rollout_before_a_real_incident_leaves_its_culprit_first(job_of):
-    # benchmarks/harmless_change.py on PetSite low_traffic/test/issue_1 (the status updater function's
-    # latency): a rollout of a callee of the entry service a minute before the window, after which the entry
-    # got slower only eleven minutes later, or of a service that did not degrade, takes nothing from it; a
-    # rollout of the entry service itself, whose own p90 latency then rose 6 sd, makes that the suspect
+def _after_rollouts(path: Path) -> tuple[float, dict[str, tuple[float, bool]]]:
+    """benchmarks/harmless_change.py on one job: PR@1 without a change, and per rolled-out service (PR@1,
+    whether it ranked first) after its Deployment a minute before the window."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("harmless_change", ROOT / "benchmarks" / "harmless_change.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    path = job_of("low_traffic/test/issue_1")
     label = yaml.safe_load((path.parent.parent / "labels" / f"{path.name}.yaml").read_text())
     plain, rollouts = bench.measure(path, label, before_s=60)
-    after = {name: (pr1, first) for name, pr1, first in rollouts}
+    return plain, {name: (pr1, first) for name, pr1, first in rollouts}
+
+
+def test_a_harmless_rollout_before_a_real_incident_leaves_its_culprit_first(job_of):
+    # PetSite low_traffic/test/issue_1 (the status updater function's latency): a rollout of a callee of the
+    # entry service a minute before the window, after which the entry got slower only eleven minutes later,
+    # or of a service that did not degrade, takes nothing from it; a rollout of the entry service itself,
+    # whose own p90 latency then rose 6 sd, makes that the suspect
+    plain, after = _after_rollouts(job_of("low_traffic/test/issue_1"))
     assert plain == 1.0
     for name in ("AWS::StepFunctions::StateMachine", "STS_AWS::STS", "PetSearch_AWS::ECS::Fargate"):
         assert after[name] == (1.0, False), name
     assert after["PetSite"] == (0.0, True)
+
+
+def test_a_harmless_rollout_takes_nothing_from_a_callee_degraded_before_the_onset_or_a_sparse_caller(job_of):
+    # PetSite low_traffic/train/issue_1: after a rollout of the payment container the entry service got slower
+    # six minutes later, but its unchanged callee PetSearch (the root cause) was slow already before the
+    # onset found in the window, which explains the entry as well
+    plain, after = _after_rollouts(job_of("low_traffic/train/issue_1"))
+    assert plain == 1.0 and after["payforadoption_AWS::ECS::Container"] == (1.0, False)
+    # high_traffic/test/issue_13: after a rollout of Evidently, its caller (a step function's lambda, a
+    # sample every several minutes) was slow at its next sample, eleven minutes after the change
+    plain, after = _after_rollouts(job_of("high_traffic/test/issue_13"))
+    assert plain == 1.0 and after["Evidently_AWS::Evidently"] == (1.0, False)
 
 
 def test_on_a_real_rollout_the_callee_whose_change_preceded_its_caller_s_failures_ranks_first(job_of):

@@ -23,8 +23,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity on its own
   account (not one its callees, an earlier period or a shared fall of load explain; less when a changed
   callee degraded too), or, for a changed service whose own telemetry did not move, by a caller's failure
-  that began within two samples of its change, after no nearer change of the caller or its other callees,
-  and that no unchanged callee's own degradation explains (harmless rollouts are the rule: one shortly
+  that began within two samples of its change (samples no longer than the table's usual step), after no
+  nearer change of the caller or its other callees, and that no unchanged callee's own degradation (in the
+  window or already before its onset) explains (harmless rollouts are the rule: one shortly
   before an unrelated fault must not take its place; benchmarks/harmless_change.py measures it).
 An entity with no sign of serving worse (only its resource use or its client-side view of others moved)
 weighs less: load and its dependencies explain such moves. A signal the window already showed before the
@@ -62,8 +63,10 @@ LIMIT = 15
 CHANGE = r"(?i)(deploy|rollout|roll-out|release|config|scal|upgrade|rollback)"   # what a change log calls a change
 CHANGE_HORIZON_S = 600   # a change counts up to this long before the window (or the window's length, if longer)
 PREEXISTING = " (already so before the onset at {:%H:%M:%S})"
-# the notes of a signal that another entity or period explains, without what they fill in
-EXPLAINED = tuple(note.split("{")[0].strip() for note in (WAITING, OWN_TIME_SAME, PREEXISTING, LESS_LOAD))
+# the notes of a signal that another entity explains, and of one that also the period before the onset showed
+# (without what they fill in)
+EXPLAINED_BY_OTHERS = tuple(note.split("{")[0].strip() for note in (WAITING, OWN_TIME_SAME, LESS_LOAD))
+EXPLAINED = EXPLAINED_BY_OTHERS + (PREEXISTING.split("{")[0].strip(),)
 CHANGE_SCORE = 60.0      # a changed entity that degraded after its change outranks symptoms (as an outage does)
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
 P95_CALLS = 20           # a p95 latency needs this many calls in each period (1 / (1 - 0.95)), else the median
@@ -251,8 +254,9 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         changed = [c for c in (service, *sorted(callees(job).get(service, ()))) if c in times]
         # a series that an unchanged callee's same failure explains is that callee's, not a change's; so is
         # one of a caller with an unchanged callee that degraded on its own account
-        if service not in unchanged_worse:
-            unchanged_worse[service] = any(_own_worse(why, src) for c in callees(job).get(service, ())
+        if service not in unchanged_worse:   # (since before the onset, too: that explains a caller as well)
+            unchanged_worse[service] = any(_own_worse(why, src, EXPLAINED_BY_OTHERS)
+                                           for c in callees(job).get(service, ())
                                            if c not in times and c != service for _, why, src in found.get(c, []))
         explained = (waiting is not None and waiting not in changed) or unchanged_worse[service]
         if changed and changed != [service] and not explained:
@@ -273,16 +277,23 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
             SELECT entity, metric, min(timestamp) FILTER (WHERE beyond), median(gap) FROM s GROUP BY 1, 2""",
             {"entities": [w[0] for w in worse], "metrics": [w[1] for w in worse],
              "lows": [w[4] for w in worse], "highs": [w[5] for w in worse]})}
+    # the table's usual sampling step: a series sparser than that (few requests) cannot date its failure closer
+    usual = job.query(f"""SELECT mode(step) FROM (SELECT median(gap) AS step FROM (
+                              SELECT entity, metric, epoch(timestamp) - epoch(lag(timestamp) OVER (
+                                         PARTITION BY entity, metric ORDER BY timestamp)) AS gap
+                              FROM metrics WHERE {job.in_window()}) GROUP BY entity, metric)""")[0][0]
     out: dict[str, tuple] = {}
     for entity, metric, service, changed, _, _, waiting in worse:
         onset, step = onsets.get((entity, metric), (None, None))
         if onset is None:
             continue
+        steps = [s for s in (step, usual) if s is not None]
         latest = {c: max(t for t in times[c] if t <= onset) for c in changed if min(times[c]) <= onset}
         nearest = max(latest, key=latest.get, default=service)
         # a new version fails its callers as soon as it serves: a caller that stayed healthy for a whole
-        # sample after the change (its first failing sample two steps or more after it) failed for another reason
-        if nearest == service or (step is not None and (onset - latest[nearest]).total_seconds() >= 2 * step):
+        # sample after the change (its first failing sample two steps or more after it; the step no longer than
+        # the table's usual one) failed for another reason, or one its sparse samples cannot tell
+        if nearest == service or (steps and (onset - latest[nearest]).total_seconds() >= 2 * min(steps)):
             continue
         # its score for the series, unless something other than a changed callee explains it
         score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
@@ -360,11 +371,11 @@ def _worse_service(reason: str, source: str) -> bool:
     return (" down " in reason) == higher_is_better(reason)
 
 
-def _own_worse(reason: str, source: str) -> bool:
+def _own_worse(reason: str, source: str, explained: tuple[str, ...] = EXPLAINED) -> bool:
     """A signal that the entity serves worse on its own account: not one the ranking already explains by
     something else (a callee it waits on or fails by, its own time that did not grow, a state it was in
     before the onset, less load that most of its kind shared)."""
-    return _worse_service(reason, source) and not any(note in reason for note in EXPLAINED)
+    return _worse_service(reason, source) and not any(note in reason for note in explained)
 
 
 def _client_side(reason: str, source: str) -> bool:
