@@ -220,7 +220,7 @@ def _job_of(run: dict):
 
 
 def _preceding_change(job, entity: str) -> str | None:
-    from rcagent.tools.overview import latest_changes
+    from rcagent.tools.change_signals import latest_changes
 
     ent = job.entities.get(entity)
     name = ent.service if ent and ent.kind == "pod" and ent.service else entity   # a pod's change is its service's

@@ -19,7 +19,8 @@ from typing import Callable
 
 from rcagent.diagnosis import Diagnosis, RootCause
 from rcagent.job import Job
-from rcagent.tools.overview import latest_changes, ranking
+from rcagent.tools.change_signals import latest_changes
+from rcagent.tools.overview import ranking
 
 TOP = 10   # ranked entities kept in the diagnosis (the scorer reads at most ten)
 
