@@ -87,11 +87,11 @@ def test_on_real_rollouts_the_change_signal_names_only_changed_services(imported
 
 
 def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, slow: tuple = (),
-                       every: int = 1) -> Job:
+                       every: int = 1, silent: tuple = ()) -> Job:
     """frontend calls checkout, which calls currency and catalog; from 00:12 checkout's success rate falls to
     20% (unless not `failing`) and the latency of the services in `slow` grows tenfold, and nothing else moves
-    (a new version's pods may report nothing of their own). Every series has a sample a minute, checkout's
-    success rate one every `every` minutes (few requests)."""
+    (a new version's pods may report nothing of their own: the services in `silent` report nothing from
+    00:11). Every series has a sample a minute, checkout's success rate one every `every` minutes."""
     folder.mkdir(parents=True)
     (folder / "job.yaml").write_text(META.format(id="silent"))
     names = ("frontend", "checkout", "currency", "catalog")
@@ -106,7 +106,7 @@ def _silent_callee_job(folder: Path, events: list[tuple], failing: bool = True, 
             rows.append((stamp, "checkout", "success_rate(%)",
                          20.0 if failing and minute >= 12 else 100.0 - 0.5 * (minute % 2)))
         rows += [(stamp, n, "latency_ms", (10 if n in slow and minute >= 12 else 1) * (30.0 + minute % 3))
-                 for n in names]
+                 for n in names if not (n in silent and minute >= 11)]
     write_table(folder, "metrics", "timestamp TIMESTAMP, entity VARCHAR, metric VARCHAR, value DOUBLE", rows)
     return Job.load(_with_events(folder, events))
 
@@ -149,6 +149,21 @@ def test_a_sparse_caller_names_a_changed_callee_only_when_its_failure_is_dated_c
     # a rollout half a minute before that failing sample is still named
     job = _silent_callee_job(tmp_path / "k", [("2024-01-01 00:11:30", "currency", "Deployment", "rollout")],
                              every=6)
+    assert ranking(job)[0][0] == "currency"
+
+
+def test_a_caller_s_latency_names_a_changed_callee_only_when_the_callee_s_own_latency_went_unmeasured(tmp_path):
+    # currency rolled out at 00:11:30 and checkout got ten times slower from 00:12; currency's own latency,
+    # measured every minute after its change, did not move: it did not slow checkout
+    events = [("2024-01-01 00:11:30", "currency", "Deployment", "rollout")]
+    job = _silent_callee_job(tmp_path / "j", events, failing=False, slow=("checkout",))
+    assert not [s for s in scores(job).get("currency", []) if s[2] == "changes"]
+    assert ranking(job)[0][0] == "checkout"
+    # a currency that reports nothing after its change may have
+    job = _silent_callee_job(tmp_path / "k", events, failing=False, slow=("checkout",), silent=("currency",))
+    assert ranking(job)[0][0] == "currency"
+    # and a caller's failures may come from a callee whose latency held (a wrong answer is fast)
+    job = _silent_callee_job(tmp_path / "l", events)
     assert ranking(job)[0][0] == "currency"
 
 
@@ -207,6 +222,15 @@ def test_a_harmless_rollout_takes_nothing_from_a_callee_degraded_before_the_onse
     # sample every several minutes) was slow at its next sample, eleven minutes after the change
     plain, after = _after_rollouts(job_of("high_traffic/test/issue_13"))
     assert plain == 1.0 and after["Evidently_AWS::Evidently"] == (1.0, False)
+
+
+def test_a_harmless_rollout_of_a_callee_whose_own_latency_held_takes_nothing_from_its_slow_caller(job_of):
+    # PetSite high_traffic/train/issue_7: after a rollout of Systems Manager a minute before the window, its
+    # caller PetSearch (the root cause) got slower at its next sample; Systems Manager's own latency, measured
+    # every sample since, did not move
+    plain, after = _after_rollouts(job_of("high_traffic/train/issue_7"))
+    assert plain == 1.0
+    assert after["AWSSimpleSystemsManagement_AWS::AWSSimpleSystemsManagement"] == (1.0, False)
 
 
 def test_on_a_real_rollout_the_callee_whose_change_preceded_its_caller_s_failures_ranks_first(job_of):

@@ -4,7 +4,8 @@ when a changed callee degraded too) makes it the prime suspect: most production 
 A changed service whose own telemetry did not move is named through a caller's failure that began within
 two samples of its change (samples no longer than the table's usual step), after no nearer change of the
 caller or its other callees, and that no unchanged callee's own degradation (in the window or already
-before its onset) explains. Harmless rollouts are the rule: one shortly before an unrelated fault must not
+before its onset) explains; a caller's latency only when the changed callee's own latency went unmeasured
+after its change (one measured, and not risen, did not slow it). Harmless rollouts are the rule: one shortly before an unrelated fault must not
 take its place (benchmarks/harmless_change.py measures it). No system, dataset or service is named here.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from rcagent.job import Job
 from rcagent.tools.common import floor
-from rcagent.tools.metric_signals import QUALITY, WAITING, callees, higher_is_better, metric_series
+from rcagent.tools.metric_signals import LATENCY, QUALITY, WAITING, callees, higher_is_better, metric_series
 from rcagent.tools.reasons import EXPLAINED_BY_OTHERS, own_worse
 
 if TYPE_CHECKING:
@@ -152,9 +153,30 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         # the table's usual one) failed for another reason, or one its sparse samples cannot tell
         if nearest == service or (steps and (onset - latest[nearest]).total_seconds() >= 2 * min(steps)):
             continue
+        # a callee whose own latency was measured after its change, and did not rise (else it would have
+        # degraded), did not slow its caller; a caller's errors may still be its doing (a wrong answer is
+        # fast, and a success as the callee sees it)
+        if LATENCY.search(metric) and nearest in _latency_measured(job, {c: min(times[c]) for c in times}):
+            continue
         # its score for the series, unless something other than a changed callee explains it
         score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
                      and (own_worse(why, src) or WAITING.format(waiting).strip() in why)), default=0.0)
         if score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
+
+
+def _latency_measured(job: Job, first_change: dict[str, dt.datetime]) -> set[str]:
+    """The changed services with a latency sample after their first change, of their own or of a pod first
+    seen after it (the new version's; a pod the rollout had not replaced yet says nothing of it). Cached."""
+    if "latency_measured" not in job.cache:
+        owner = {name: name for name in first_change} | {
+            pod: ent.service for pod, ent in job.entities.items() if ent.kind == "pod" and ent.service in first_change}
+        rows = job.query("""SELECT entity, min(timestamp), max(timestamp) FILTER (WHERE regexp_matches(metric, $latency))
+                            FROM metrics WHERE entity IN (SELECT unnest($entities)) AND value IS NOT NULL
+                              AND timestamp < $end GROUP BY 1""",
+                         {"latency": LATENCY.pattern, "entities": sorted(owner), "end": job.window.end})
+        job.cache["latency_measured"] = {
+            owner[e] for e, first, last in rows
+            if last is not None and last >= first_change[owner[e]] and (e == owner[e] or first >= first_change[owner[e]])}
+    return job.cache["latency_measured"]

@@ -27,7 +27,7 @@ REPLICAS = "its replicas"   # what a pod is compared with (peer_outliers)
 WAIT_SHARE = 0.8         # a caller waits on (fails by) a callee whose same metric got worse by this share of its own
 SHARED_MIN = 3           # a fall shared by fewer entities than this is not taken for less load
 
-# the notes of a signal that something else explains (tools.overview reads them back)
+# the notes of a signal that something else explains (tools.reasons reads them back)
 LESS_LOAD = " (as most of its kind: less load)"
 OWN_TIME_SAME = " (its own time per call did not grow)"
 WAITING = " (as much as its callee {})"
