@@ -218,8 +218,8 @@ def test_a_harmless_rollout_takes_nothing_from_a_callee_degraded_before_the_onse
     # onset found in the window, which explains the entry as well
     plain, after = _after_rollouts(job_of("low_traffic/train/issue_1"))
     assert plain == 1.0 and after["payforadoption_AWS::ECS::Container"] == (1.0, False)
-    # high_traffic/test/issue_13: after a rollout of Evidently, its caller (a step function's lambda, a
-    # sample every several minutes) was slow at its next sample, eleven minutes after the change
+    # high_traffic/test/issue_13: after a rollout of Evidently, its caller (the client-side view of a step
+    # function's lambda, a sample every ten minutes) was slow at its next sample, eleven minutes after it
     plain, after = _after_rollouts(job_of("high_traffic/test/issue_13"))
     assert plain == 1.0 and after["Evidently_AWS::Evidently"] == (1.0, False)
 
