@@ -120,7 +120,8 @@ def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
     sample at or before the onset lies wholly before it, and merely joins the part after). Not moved when
     that would leave the typical series fewer than MIN_POINTS samples before it (no spread to judge the
     rest by)."""
-    if not job.rows.get("metrics"):
+    step = usual_step(job)
+    if step is None:
         return onset
     since, before = job.query(f"""
             WITH gaps AS (SELECT entity, metric, timestamp, epoch(timestamp) - epoch(lag(timestamp)
@@ -129,15 +130,26 @@ def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
                  series AS (SELECT entity, metric, median(gap) AS step,
                                    max(timestamp) FILTER (WHERE timestamp <= $onset) AS last
                             FROM gaps GROUP BY entity, metric),
-                 usual AS (SELECT mode(step) AS step FROM series),
-                 moved AS (SELECT min(last) AS since FROM series, usual
-                           WHERE series.step = usual.step AND epoch($onset) - epoch(last) < usual.step)
+                 moved AS (SELECT min(last) AS since FROM series
+                           WHERE series.step = $step AND epoch($onset) - epoch(last) < $step)
             SELECT (SELECT since FROM moved),
                    (SELECT median(n) FROM (SELECT count(*) FILTER (WHERE g.timestamp < m.since) AS n
                                            FROM gaps g, moved m GROUP BY g.entity, g.metric))""",
-                              {"onset": onset})[0]
+                              {"onset": onset, "step": step})[0]
     # samples before `since` imply it lies after the window's start
     return onset if since is None or (before or 0) < MIN_POINTS else since
+
+
+def usual_step(job: Job) -> float | None:
+    """The metrics table's usual sampling step in the window, in seconds: the most common of its series'
+    median gaps (a sparse series, few requests, does not set it); None without metrics or repeated samples."""
+    if not job.rows.get("metrics"):
+        return None
+    return job.query(f"""
+            SELECT mode(step) FROM (SELECT median(gap) AS step FROM (
+                SELECT entity, metric, epoch(timestamp) - epoch(lag(timestamp) OVER (
+                           PARTITION BY entity, metric ORDER BY timestamp)) AS gap
+                FROM metrics WHERE {job.in_window()} AND value IS NOT NULL) GROUP BY entity, metric)""")[0][0]
 
 
 def split_at_onset(job: Job, at: dt.datetime | None = None) -> dt.datetime | None:

@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from rcagent.job import Job
+from rcagent.onset import usual_step
 from rcagent.tools.common import floor
 from rcagent.tools.metric_signals import LATENCY, QUALITY, WAITING, callees, higher_is_better, metric_series
 from rcagent.tools.reasons import EXPLAINED_BY_OTHERS, own_worse
@@ -135,11 +136,10 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
             SELECT entity, metric, min(timestamp) FILTER (WHERE beyond), median(gap) FROM s GROUP BY 1, 2""",
             {"entities": [w[0] for w in worse], "metrics": [w[1] for w in worse],
              "lows": [w[4] for w in worse], "highs": [w[5] for w in worse]})}
-    # the table's usual sampling step: a series sparser than that (few requests) cannot date its failure closer
-    usual = job.query(f"""SELECT mode(step) FROM (SELECT median(gap) AS step FROM (
-                              SELECT entity, metric, epoch(timestamp) - epoch(lag(timestamp) OVER (
-                                         PARTITION BY entity, metric ORDER BY timestamp)) AS gap
-                              FROM metrics WHERE {job.in_window()}) GROUP BY entity, metric)""")[0][0]
+    # a series sparser than the table's usual step (few requests) cannot date its failure closer than that
+    usual = usual_step(job)
+    first_change = {c: min(at) for c, at in times.items()}
+    measured = _latency_measured(job, first_change) if any(LATENCY.search(w[1]) for w in worse) else set()
     out: dict[str, tuple] = {}
     for entity, metric, service, changed, _, _, waiting in worse:
         onset, step = onsets.get((entity, metric), (None, None))
@@ -156,7 +156,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         # a callee whose own latency was measured after its change, and did not rise (else it would have
         # degraded), did not slow its caller; a caller's errors may still be its doing (a wrong answer is
         # fast, and a success as the callee sees it)
-        if LATENCY.search(metric) and nearest in _latency_measured(job, {c: min(times[c]) for c in times}):
+        if LATENCY.search(metric) and nearest in measured:
             continue
         # its score for the series, unless something other than a changed callee explains it
         score = max((s for s, why, src in found.get(entity, []) if why.startswith(f"{metric} ")
@@ -168,15 +168,12 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
 
 def _latency_measured(job: Job, first_change: dict[str, dt.datetime]) -> set[str]:
     """The changed services with a latency sample after their first change, of their own or of a pod first
-    seen after it (the new version's; a pod the rollout had not replaced yet says nothing of it). Cached."""
-    if "latency_measured" not in job.cache:
-        owner = {name: name for name in first_change} | {
-            pod: ent.service for pod, ent in job.entities.items() if ent.kind == "pod" and ent.service in first_change}
-        rows = job.query("""SELECT entity, min(timestamp), max(timestamp) FILTER (WHERE regexp_matches(metric, $latency))
-                            FROM metrics WHERE entity IN (SELECT unnest($entities)) AND value IS NOT NULL
-                              AND timestamp < $end GROUP BY 1""",
-                         {"latency": LATENCY.pattern, "entities": sorted(owner), "end": job.window.end})
-        job.cache["latency_measured"] = {
-            owner[e] for e, first, last in rows
+    seen after it (the new version's; a pod the rollout had not replaced yet says nothing of it)."""
+    owner = {name: name for name in first_change} | {
+        pod: ent.service for pod, ent in job.entities.items() if ent.kind == "pod" and ent.service in first_change}
+    rows = job.query("""SELECT entity, min(timestamp), max(timestamp) FILTER (WHERE regexp_matches(metric, $latency))
+                        FROM metrics WHERE entity IN (SELECT unnest($entities)) AND value IS NOT NULL
+                          AND timestamp < $end GROUP BY 1""",
+                     {"latency": LATENCY.pattern, "entities": sorted(owner), "end": job.window.end})
+    return {owner[e] for e, first, last in rows
             if last is not None and last >= first_change[owner[e]] and (e == owner[e] or first >= first_change[owner[e]])}
-    return job.cache["latency_measured"]
