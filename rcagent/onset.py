@@ -9,7 +9,8 @@ agree on. It is an onset only if the series agree on it more than they agree on 
 series with their buckets shuffled (SHUFFLES seeded permutations: a permutation test at about 5%): otherwise
 the window is one regime (the fault began before it, or nothing shifted) and there is no onset. The onset
 then moves back to the start of a metric sample that spans it (a 5-minute sample stamped 04:47 holds the
-minutes after an onset at 04:47:50). Before the onset then serves as the baseline and the rest as the
+minutes after an onset at 04:47:50), but not to where a table it splits has (almost) no rows before it
+(trace files may begin later in the window than the metrics). Before the onset then serves as the baseline and the rest as the
 window, so every tool compares like with like. A single mean-shift split by cumulative sums is all this
 needs: one vectorised pass over all series (a change-point library would loop over tens of thousands of
 series one by one).
@@ -90,9 +91,10 @@ def beyond_chance(matrix: np.ndarray, best: float, edge: int) -> bool:
     return True
 
 
-def find_onset(job: Job) -> dt.datetime | None:
+def find_onset(job: Job, tables: tuple[str, ...] = ()) -> dt.datetime | None:
     """The time inside the window where the most series shift beyond chance, or None (no series, no
-    split leaves MIN_SHARE of the window on each side, or no split beats the shuffled series)."""
+    split leaves MIN_SHARE of the window on each side, or no split beats the shuffled series). `tables`:
+    those the onset will split (see _back_to_sample_start)."""
     width = job.window.seconds / BUCKETS
     if width <= 0:
         return None
@@ -109,17 +111,29 @@ def find_onset(job: Job) -> dt.datetime | None:
     if not scores.any() or not beyond_chance(matrix, scores.max(), edge):
         return None
     split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
-    return _back_to_sample_start(job, job.window.start + dt.timedelta(seconds=split * width))
+    onset = job.window.start + dt.timedelta(seconds=split * width)
+    first = _first_rows(job, tables) + dt.timedelta(seconds=MIN_POINTS * width)
+    return _back_to_sample_start(job, onset, earliest=min(onset, first))
 
 
-def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
+def _first_rows(job: Job, tables: tuple[str, ...]) -> dt.datetime:
+    """The latest of the tables' first rows inside the window (the window's start for none)."""
+    firsts = [job.query(f"SELECT min({col}) FROM {t} WHERE {job.in_window(col)}")[0][0]
+              for t, col in ((t, "start" if t == "traces" else "timestamp") for t in tables) if job.rows.get(t)]
+    return max([job.window.start] + [f for f in firsts if f is not None])
+
+
+def _back_to_sample_start(job: Job, onset: dt.datetime, earliest: dt.datetime | None = None) -> dt.datetime:
     """The onset moved back to the start of the metric sample that spans it, so that no sample of the part
     before the onset holds a post-onset aggregate. A sample stamped t covers [t, t + step) (step: the usual
     gap of the table's series in the window; a sparse series does not set it), as a 5-minute
     cloud-monitoring sample does; a series stamped at the end of its interval loses nothing by this (its
     sample at or before the onset lies wholly before it, and merely joins the part after). Not moved when
     that would leave the typical series fewer than MIN_POINTS samples before it (no spread to judge the
-    rest by)."""
+    rest by), or put it before `earliest` (find_onset: MIN_POINTS buckets after the first row of a table the
+    onset splits, where that comes after the window's start; a trace file that begins at the second a metric
+    sample is stamped would be left nothing before the onset, and the onset would depend on how early the
+    window starts)."""
     step = usual_step(job)
     if step is None:
         return onset
@@ -137,7 +151,9 @@ def _back_to_sample_start(job: Job, onset: dt.datetime) -> dt.datetime:
                                            FROM gaps g, moved m GROUP BY g.entity, g.metric))""",
                               {"onset": onset, "step": step})[0]
     # samples before `since` imply it lies after the window's start
-    return onset if since is None or (before or 0) < MIN_POINTS else since
+    if since is None or (before or 0) < MIN_POINTS or (earliest is not None and since < earliest):
+        return onset
+    return since
 
 
 def usual_step(job: Job) -> float | None:
@@ -161,7 +177,7 @@ def split_at_onset(job: Job, at: dt.datetime | None = None) -> dt.datetime | Non
     if not bare:
         return None
     if at is None:
-        onset = find_onset(job)
+        onset = find_onset(job, tuple(bare))
     elif job.window.start < at < job.window.end:
         onset = _back_to_sample_start(job, at)
     else:

@@ -1,0 +1,112 @@
+"""How much the ranking depends on where the flagged window lies: the same incidents with the window moved.
+
+    python benchmarks/window_shift.py --jobs ~/.cache/rcagent/work [--pattern 'tt-*'] [--fraction 0.25]
+
+An operator's alert window is not a dataset's: an alert fires late or early, a window is drawn by hand, the
+analysis runs while the incident is still going on. The rankings were built on each dataset's own windows,
+so a sceptic asks whether they only work there. Per system, PR@1 of the default ranking with the window as
+imported and moved by a fraction of its own length (no system's minutes are assumed), in memory (the job's
+files are not touched):
+- starts earlier: the window holds fault-free time before the incident; baseline periods lose whatever the
+  wider window now covers;
+- starts later: the incident's first part falls between the baseline and the window;
+- ends earlier: the incident is analysed before it is over.
+Tables that came without a baseline are split at the onset found inside the moved window, as Job.load
+splits the imported one.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+from rcagent.eval.labels import load_label
+from rcagent.eval.rankbench import _groups, _score
+from rcagent.eval.scoring import Inventory, level
+from rcagent.job import Job, Period
+from rcagent.onset import split_at_onset
+from rcagent.tools.overview import ranking
+
+VARIANTS = ("as imported", "starts earlier", "starts later", "ends earlier")
+
+
+def _outside(period: Period, start: dt.datetime, end: dt.datetime) -> list[Period]:
+    """The parts of a baseline period outside [start, end)."""
+    if period.end <= start or period.start >= end:
+        return [period]
+    parts = []
+    if period.start < start:
+        parts.append(replace(period, end=start))
+    if period.end > end:
+        parts.append(replace(period, start=end))
+    return parts
+
+
+def move_window(job: Job, variant: str, fraction: float) -> None:
+    """The job with its window moved as `variant` says (see the module's docstring)."""
+    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
+        job.baseline = [p for p in job.baseline if p is not job.onset]
+        job.window = replace(job.window, start=job.onset.start)
+        job.onset = None
+    start, end = job.window.start, job.window.end
+    shift = (end - start) * fraction
+    if variant == "starts earlier":
+        start -= shift
+    elif variant == "starts later":
+        start += shift
+    elif variant == "ends earlier":
+        end -= shift
+    job.window = replace(job.window, start=start, end=end)
+    job.baseline = [part for p in job.baseline for part in _outside(p, start, end)]
+    job.cache.clear()
+    split_at_onset(job)
+
+
+def _pr1(folder: Path, label: dict, variant: str, fraction: float) -> float:
+    job = Job.load(folder)
+    try:
+        inv = Inventory.from_job(job)
+        levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
+        if variant != "as imported":
+            move_window(job, variant, fraction)
+        return _score([e for e, _, _ in ranking(job)], label, inv, levels)[0]
+    finally:
+        job.con.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
+    ap.add_argument("--pattern", default="*")
+    ap.add_argument("--fraction", type=float, default=0.25, help="how far to move, as a share of the window")
+    args = ap.parse_args()
+    root = Path(args.jobs).expanduser()
+    labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
+              if p.is_dir()}
+    labels = {j: v for j, v in labels.items() if v[1]}
+    groups = _groups({j: lab for j, (_, lab) in labels.items()})
+    hits: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for job_id, (folder, label) in labels.items():
+        row = {v: _pr1(folder, label, v, args.fraction) for v in VARIANTS}
+        for v, pr1 in row.items():
+            hits[groups[job_id]][v].append(pr1)
+        changed = [v for v in VARIANTS[1:] if row[v] != row[VARIANTS[0]]]
+        if changed:
+            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v] else 'lost'}" for v in changed), flush=True)
+    print(f"\nWindow moved by {args.fraction:.0%} of its length.\n")
+    print("| system | jobs | " + " | ".join(VARIANTS) + " |")
+    print("|---|---|" + "---|" * len(VARIANTS))
+    every = defaultdict(list)
+    for g in sorted(hits):
+        for v in VARIANTS:
+            every[v] += hits[g][v]
+        print(f"| {g} | {len(hits[g][VARIANTS[0]])} | "
+              + " | ".join(f"{100 * sum(hits[g][v]) / len(hits[g][v]):.1f}" for v in VARIANTS) + " |")
+    print(f"| all | {len(every[VARIANTS[0]])} | "
+          + " | ".join(f"{100 * sum(every[v]) / len(every[v]):.1f}" for v in VARIANTS) + " |")
+
+
+if __name__ == "__main__":
+    main()
