@@ -12,7 +12,7 @@ files are not touched):
 - starts later: the incident's first part falls between the baseline and the window;
 - ends earlier: the incident is analysed before it is over.
 Tables that came without a baseline are split at the onset found inside the moved window, as Job.load
-splits the imported one.
+splits the imported one. NSigma, BARO and random run on the same moved windows, in the same run.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from rcagent.eval.baselines import run_baseline
 from rcagent.eval.labels import load_label
 from rcagent.eval.rankbench import _groups, _score
 from rcagent.eval.scoring import Inventory, level
@@ -30,6 +31,7 @@ from rcagent.onset import split_at_onset
 from rcagent.tools.overview import ranking
 
 VARIANTS = ("as imported", "starts earlier", "starts later", "ends earlier")
+METHODS = ("ranking", "nsigma", "baro", "random")
 
 
 def _outside(period: Period, start: dt.datetime, end: dt.datetime) -> list[Period]:
@@ -64,14 +66,17 @@ def move_window(job: Job, variant: str, fraction: float) -> None:
     split_at_onset(job)
 
 
-def _pr1(folder: Path, label: dict, variant: str, fraction: float) -> float:
+def _pr1(folder: Path, label: dict, variant: str, fraction: float) -> dict[str, float]:
+    """PR@1 of the ranking and of each baseline on the job with its window moved."""
     job = Job.load(folder)
     try:
         inv = Inventory.from_job(job)
         levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
         if variant != "as imported":
             move_window(job, variant, fraction)
-        return _score([e for e, _, _ in ranking(job)], label, inv, levels)[0]
+        answers = {"ranking": [e for e, _, _ in ranking(job)]}
+        answers |= {m: [rc.entity for rc in run_baseline(job, m).root_causes] for m in METHODS[1:]}
+        return {m: _score(a, label, inv, levels)[0] for m, a in answers.items()}
     finally:
         job.con.close()
 
@@ -87,25 +92,26 @@ def main() -> None:
               if p.is_dir()}
     labels = {j: v for j, v in labels.items() if v[1]}
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
-    hits: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     for job_id, (folder, label) in labels.items():
         row = {v: _pr1(folder, label, v, args.fraction) for v in VARIANTS}
         for v, pr1 in row.items():
-            hits[groups[job_id]][v].append(pr1)
-        changed = [v for v in VARIANTS[1:] if row[v] != row[VARIANTS[0]]]
+            for m in METHODS:
+                hits[groups[job_id]][v, m].append(pr1[m])
+                hits["all"][v, m].append(pr1[m])
+        changed = [v for v in VARIANTS[1:] if row[v]["ranking"] != row[VARIANTS[0]]["ranking"]]
         if changed:
-            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v] else 'lost'}" for v in changed), flush=True)
-    print(f"\nWindow moved by {args.fraction:.0%} of its length.\n")
+            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v]['ranking'] else 'lost'}" for v in changed),
+                  flush=True)
+    print(f"\nPR@1 with the window moved by {args.fraction:.0%} of its length: the ranking "
+          f"(NSigma / BARO / random)\n")
     print("| system | jobs | " + " | ".join(VARIANTS) + " |")
     print("|---|---|" + "---|" * len(VARIANTS))
-    every = defaultdict(list)
-    for g in sorted(hits):
-        for v in VARIANTS:
-            every[v] += hits[g][v]
-        print(f"| {g} | {len(hits[g][VARIANTS[0]])} | "
-              + " | ".join(f"{100 * sum(hits[g][v]) / len(hits[g][v]):.1f}" for v in VARIANTS) + " |")
-    print(f"| all | {len(every[VARIANTS[0]])} | "
-          + " | ".join(f"{100 * sum(every[v]) / len(every[v]):.1f}" for v in VARIANTS) + " |")
+    for g in sorted(hits, key=lambda g: (g == "all", g)):
+        def pct(v: str, m: str) -> str:
+            return f"{100 * sum(hits[g][v, m]) / len(hits[g][v, m]):.1f}"
+        print(f"| {g} | {len(hits[g][VARIANTS[0], 'ranking'])} | " + " | ".join(
+            f"{pct(v, 'ranking')} ({' / '.join(pct(v, m) for m in METHODS[1:])})" for v in VARIANTS) + " |")
 
 
 if __name__ == "__main__":
