@@ -1,0 +1,112 @@
+"""How much the ranking depends on the telemetry's resolution: the same incidents with coarser metrics and
+sampled traces.
+
+    python benchmarks/resolution.py --jobs ~/.cache/rcagent/work [--pattern 'ob-*']
+
+Monitoring differs from one site to the next: a scrape interval twice as long, tracing that keeps one trace
+in four. The rankings were built on each dataset's own resolution, so a sceptic asks whether they only work
+there. Per system, PR@1 of the default ranking (and NSigma / BARO / random on the same data, in the same run)
+with the telemetry as imported and thinned in memory (the job's files are not touched):
+- metrics every 2nd sample: each series keeps every other sample, baseline and window alike (the step
+  doubles);
+- traces 1 in 4: whole traces kept by their id's hash, as head-based sampling keeps them (only jobs with
+  traces).
+Jobs whose tables were split at an onset are split again at the onset found in the thinned data.
+"""
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+from rcagent.eval.baselines import run_baseline
+from rcagent.eval.labels import load_label
+from rcagent.eval.rankbench import _groups, _score
+from rcagent.eval.scoring import Inventory, level
+from rcagent.job import Job
+from rcagent.onset import split_at_onset
+from rcagent.tools.overview import ranking
+
+VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4")
+METHODS = ("ranking", "nsigma", "baro", "random")
+KEEP = {"metrics every 2nd sample": ("metrics", "row_number() OVER (PARTITION BY entity, metric ORDER BY timestamp) % 2 = 0"),
+        "traces 1 in 4": ("traces", "hash(trace_id) % 4 = 0")}
+
+
+def thin(job: Job, variant: str) -> bool:
+    """The job with one table thinned as `variant` says; False when the job has no such table."""
+    table, keep = KEEP[variant]
+    if not job.rows.get(table):
+        return False
+    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
+        job.baseline = [p for p in job.baseline if p is not job.onset]
+        job.window = replace(job.window, start=job.onset.start)
+        job.onset = None
+    job.con.execute(f"CREATE OR REPLACE TABLE _thin AS SELECT * FROM {table} QUALIFY {keep}"
+                    if table == "metrics" else f"CREATE OR REPLACE TABLE _thin AS SELECT * FROM {table} WHERE {keep}")
+    job.con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _thin")
+    job.rows[table] = job.con.execute("SELECT count(*) FROM _thin").fetchone()[0]
+    job.cache.clear()
+    split_at_onset(job)
+    return True
+
+
+def _pr1(folder: Path, label: dict, variant: str) -> dict[str, float] | None:
+    """PR@1 of the ranking and of each baseline on the thinned job; None when the variant does not apply."""
+    job = Job.load(folder)
+    try:
+        inv = Inventory.from_job(job)
+        levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
+        if variant != "as imported" and not thin(job, variant):
+            return None
+        answers = {"ranking": [e for e, _, _ in ranking(job)]}
+        answers |= {m: [rc.entity for rc in run_baseline(job, m).root_causes] for m in METHODS[1:]}
+        return {m: _score(a, label, inv, levels)[0] for m, a in answers.items()}
+    finally:
+        job.con.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
+    ap.add_argument("--pattern", default="*")
+    args = ap.parse_args()
+    root = Path(args.jobs).expanduser()
+    labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
+              if p.is_dir()}
+    labels = {j: v for j, v in labels.items() if v[1]}
+    groups = _groups({j: lab for j, (_, lab) in labels.items()})
+    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for job_id, (folder, label) in labels.items():
+        row = {v: _pr1(folder, label, v) for v in VARIANTS}
+        for v, pr1 in row.items():
+            for m in METHODS:
+                for g in (groups[job_id], "all"):
+                    if pr1 is not None:
+                        hits[g][v, m].append(pr1[m])
+                    if v != "as imported" and pr1 is not None:   # the same jobs, as imported
+                        hits[g][f"{v} (as imported)", m].append(row["as imported"][m])
+        changed = [v for v in VARIANTS[1:] if row[v] is not None and row[v]["ranking"] != row[VARIANTS[0]]["ranking"]]
+        if changed:
+            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v]['ranking'] else 'lost'}" for v in changed),
+                  flush=True)
+    print("\nPR@1 of the ranking (NSigma / BARO / random); for a thinned variant, on the jobs it applies to, "
+          "beside the same jobs as imported\n")
+    print("| system | as imported | " + " | ".join(VARIANTS[1:]) + " |")
+    print("|---|---|" + "---|" * (len(VARIANTS) - 1))
+    for g in sorted(hits, key=lambda g: (g == "all", g)):
+        def cell(key: str) -> str:
+            vals = hits[g][key, "ranking"]
+            if not vals:
+                return "-"
+            return (f"{100 * sum(vals) / len(vals):.1f} ("
+                    + " / ".join(f"{100 * sum(hits[g][key, m]) / len(vals):.1f}" for m in METHODS[1:]) + ")")
+        cells = [f"{cell(VARIANTS[0])} [{len(hits[g][VARIANTS[0], 'ranking'])}]"]
+        cells += [f"{cell(v)} against {cell(v + ' (as imported)').split(' (')[0]} [{len(hits[g][v, 'ranking'])}]"
+                  if hits[g][v, "ranking"] else "-" for v in VARIANTS[1:]]
+        print(f"| {g} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
