@@ -18,8 +18,7 @@ import datetime as dt
 from collections import defaultdict
 from pathlib import Path
 
-from rcagent.eval.labels import load_label
-from rcagent.eval.rankbench import _groups, _score
+from rcagent.eval.rankbench import _groups, _score, labelled_jobs
 from rcagent.eval.scoring import Inventory, level, mapped_answers
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
@@ -69,10 +68,7 @@ def main() -> None:
     ap.add_argument("--before", type=float, default=60.0, help="seconds before the window the rollout happens")
     ap.add_argument("--pattern", default="*")
     args = ap.parse_args()
-    root = Path(args.jobs).expanduser()
-    labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
-              if p.is_dir()}
-    labels = {j: v for j, v in labels.items() if v[1]}
+    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
     results = {j: measure(folder, label, args.before) for j, (folder, label) in labels.items()}
     labels = {j: v for j, v in labels.items() if results[j] is not None}
     groups = _groups({j: lab for j, (_, lab) in labels.items()})

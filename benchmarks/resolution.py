@@ -17,19 +17,14 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
-from rcagent.eval.baselines import run_baseline
-from rcagent.eval.labels import load_label
-from rcagent.eval.rankbench import _groups, _score
-from rcagent.eval.scoring import Inventory, level
+from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
 from rcagent.job import Job
-from rcagent.onset import split_at_onset
-from rcagent.tools.overview import ranking
+from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4")
-METHODS = ("ranking", "nsigma", "baro", "random")
+METHODS = ("ranking", *BASELINES)
 KEEP = {"metrics every 2nd sample": ("metrics", "row_number() OVER (PARTITION BY entity, metric ORDER BY timestamp) % 2 = 0"),
         "traces 1 in 4": ("traces", "hash(trace_id) % 4 = 0")}
 
@@ -39,10 +34,7 @@ def thin(job: Job, variant: str) -> bool:
     table, keep = KEEP[variant]
     if not job.rows.get(table):
         return False
-    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
-        job.baseline = [p for p in job.baseline if p is not job.onset]
-        job.window = replace(job.window, start=job.onset.start)
-        job.onset = None
+    undo_split(job)
     job.con.execute(f"CREATE OR REPLACE TABLE _thin AS SELECT * FROM {table} QUALIFY {keep}"
                     if table == "metrics" else f"CREATE OR REPLACE TABLE _thin AS SELECT * FROM {table} WHERE {keep}")
     job.con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _thin")
@@ -52,34 +44,17 @@ def thin(job: Job, variant: str) -> bool:
     return True
 
 
-def _pr1(folder: Path, label: dict, variant: str) -> dict[str, float] | None:
-    """PR@1 of the ranking and of each baseline on the thinned job; None when the variant does not apply."""
-    job = Job.load(folder)
-    try:
-        inv = Inventory.from_job(job)
-        levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
-        if variant != "as imported" and not thin(job, variant):
-            return None
-        answers = {"ranking": [e for e, _, _ in ranking(job)]}
-        answers |= {m: [rc.entity for rc in run_baseline(job, m).root_causes] for m in METHODS[1:]}
-        return {m: _score(a, label, inv, levels)[0] for m, a in answers.items()}
-    finally:
-        job.con.close()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
     ap.add_argument("--pattern", default="*")
     args = ap.parse_args()
-    root = Path(args.jobs).expanduser()
-    labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
-              if p.is_dir()}
-    labels = {j: v for j, v in labels.items() if v[1]}
+    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     for job_id, (folder, label) in labels.items():
-        row = {v: _pr1(folder, label, v) for v in VARIANTS}
+        row = {v: pr1_by_method(folder, label, None if v == VARIANTS[0] else lambda job, v=v: thin(job, v))
+               for v in VARIANTS}
         for v, pr1 in row.items():
             for m in METHODS:
                 for g in (groups[job_id], "all"):

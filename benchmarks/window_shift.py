@@ -22,16 +22,12 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from rcagent.eval.baselines import run_baseline
-from rcagent.eval.labels import load_label
-from rcagent.eval.rankbench import _groups, _score
-from rcagent.eval.scoring import Inventory, level
+from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
 from rcagent.job import Job, Period
-from rcagent.onset import split_at_onset
-from rcagent.tools.overview import ranking
+from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "starts earlier", "starts later", "ends earlier")
-METHODS = ("ranking", "nsigma", "baro", "random")
+METHODS = ("ranking", *BASELINES)
 
 
 def _outside(period: Period, start: dt.datetime, end: dt.datetime) -> list[Period]:
@@ -48,10 +44,7 @@ def _outside(period: Period, start: dt.datetime, end: dt.datetime) -> list[Perio
 
 def move_window(job: Job, variant: str, fraction: float) -> None:
     """The job with its window moved as `variant` says (see the module's docstring)."""
-    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
-        job.baseline = [p for p in job.baseline if p is not job.onset]
-        job.window = replace(job.window, start=job.onset.start)
-        job.onset = None
+    undo_split(job)
     start, end = job.window.start, job.window.end
     shift = (end - start) * fraction
     if variant == "starts earlier":
@@ -66,35 +59,18 @@ def move_window(job: Job, variant: str, fraction: float) -> None:
     split_at_onset(job)
 
 
-def _pr1(folder: Path, label: dict, variant: str, fraction: float) -> dict[str, float]:
-    """PR@1 of the ranking and of each baseline on the job with its window moved."""
-    job = Job.load(folder)
-    try:
-        inv = Inventory.from_job(job)
-        levels = {rc.get("level") or level(inv.kinds.get(rc["entity"])) for rc in label["root_causes"]}
-        if variant != "as imported":
-            move_window(job, variant, fraction)
-        answers = {"ranking": [e for e, _, _ in ranking(job)]}
-        answers |= {m: [rc.entity for rc in run_baseline(job, m).root_causes] for m in METHODS[1:]}
-        return {m: _score(a, label, inv, levels)[0] for m, a in answers.items()}
-    finally:
-        job.con.close()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
     ap.add_argument("--pattern", default="*")
     ap.add_argument("--fraction", type=float, default=0.25, help="how far to move, as a share of the window")
     args = ap.parse_args()
-    root = Path(args.jobs).expanduser()
-    labels = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(args.pattern))
-              if p.is_dir()}
-    labels = {j: v for j, v in labels.items() if v[1]}
+    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     for job_id, (folder, label) in labels.items():
-        row = {v: _pr1(folder, label, v, args.fraction) for v in VARIANTS}
+        row = {v: pr1_by_method(folder, label, None if v == VARIANTS[0] else
+                                lambda job, v=v: move_window(job, v, args.fraction)) for v in VARIANTS}
         for v, pr1 in row.items():
             for m in METHODS:
                 hits[groups[job_id]][v, m].append(pr1[m])

@@ -191,12 +191,19 @@ def split_at_onset(job: Job, at: dt.datetime | None = None) -> dt.datetime | Non
     return onset
 
 
+def undo_split(job: Job) -> None:
+    """The job as given, before the split Job.load made for tables that had no baseline (if it made one)."""
+    if job.onset is not None:
+        job.baseline = [p for p in job.baseline if p is not job.onset]
+        job.window = replace(job.window, start=job.onset.start)
+        job.onset = None
+        job.cache.clear()
+
+
 def without_baseline(job: Job, at: dt.datetime | None = None) -> dt.datetime | None:
     """The job as if it had come with no baseline at all: its window as given, split at its own onset (the
     "no baseline" variant of `rcagent bench ranking`), or at `at` (see split_at_onset)."""
-    if job.onset is not None:   # undo the split Job.load made for tables that had no baseline
-        job.window = replace(job.window, start=job.onset.start)
-        job.onset = None
+    undo_split(job)
     job.baseline = []
     job.cache.clear()
     return split_at_onset(job, at)

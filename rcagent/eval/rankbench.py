@@ -56,6 +56,33 @@ def _score(answers: list[str], label: dict, inventory: Inventory, levels: set[st
     return s.pr1, s.rr
 
 
+def labelled_jobs(root: Path, pattern: str = "*") -> dict[str, tuple[Path, dict]]:
+    """job id -> (job folder, label) for the jobs of an import DEST (jobs/ and labels/) matching `pattern`
+    that have a label (for the benchmark scripts)."""
+    found = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(pattern))
+             if p.is_dir()}
+    return {j: v for j, v in found.items() if v[1]}
+
+
+def pr1_by_method(folder: Path, label: dict, change: Callable | None = None) -> dict[str, float] | None:
+    """PR@1 of the ranking (defaults) and of each baseline on the job in `folder`, after `change(job)` (in
+    memory: the benchmark scripts that move a window or thin a table); None when the change returns False
+    (it does not apply to the job)."""
+    from rcagent.job import Job
+
+    job = Job.load(folder)
+    try:
+        if change is not None and change(job) is False:
+            return None
+        inventory = Inventory.from_job(job)
+        levels = {rc.get("level") or level(inventory.kinds.get(rc["entity"])) for rc in label["root_causes"]}
+        answers = {"ranking": [e for e, _, _ in ranking(job)]}
+        answers |= {m: [rc.entity for rc in run_baseline(job, m).root_causes] for m in BASELINES}
+        return {m: _score(a, label, inventory, levels)[0] for m, a in answers.items()}
+    finally:
+        job.con.close()
+
+
 def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None] | None = None) -> list[dict]:
     """Per job: its group, and PR@1/RR of every grid setting (full and no-baseline) and of each baseline."""
     from rcagent.job import Job
