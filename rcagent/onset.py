@@ -10,10 +10,10 @@ series with their buckets shuffled (SHUFFLES seeded permutations: a permutation 
 the window is one regime (the fault began before it, or nothing shifted) and there is no onset. The onset
 then moves back to the start of a metric sample that spans it (a 5-minute sample stamped 04:47 holds the
 minutes after an onset at 04:47:50), but not to where a table it splits has (almost) no rows before it
-(trace files may begin later in the window than the metrics). Before the onset then serves as the baseline and the rest as the
-window, so every tool compares like with like. A single mean-shift split by cumulative sums is all this
-needs: one vectorised pass over all series (a change-point library would loop over tens of thousands of
-series one by one).
+(trace files may begin later in the window than the metrics). Before the onset then serves as the baseline
+and the rest as the window, so every tool compares like with like. A single mean-shift split by cumulative
+sums is all this needs: one vectorised pass over all series (a change-point library would loop over tens of
+thousands of series one by one).
 """
 from __future__ import annotations
 
@@ -112,12 +112,14 @@ def find_onset(job: Job, tables: tuple[str, ...] = ()) -> dt.datetime | None:
         return None
     split = int(np.argmax(scores)) + 1  # buckets before the split form the baseline
     onset = job.window.start + dt.timedelta(seconds=split * width)
-    first = _first_rows(job, tables) + dt.timedelta(seconds=MIN_POINTS * width)
-    return _back_to_sample_start(job, onset, earliest=min(onset, first))
+    earliest = None
+    if tables:
+        earliest = min(onset, _first_rows(job, tables) + dt.timedelta(seconds=MIN_POINTS * width))
+    return _back_to_sample_start(job, onset, earliest)
 
 
 def _first_rows(job: Job, tables: tuple[str, ...]) -> dt.datetime:
-    """The latest of the tables' first rows inside the window (the window's start for none)."""
+    """The latest of the tables' first rows inside the window (the window's start if none has rows)."""
     firsts = [job.query(f"SELECT min({col}) FROM {t} WHERE {job.in_window(col)}")[0][0]
               for t, col in ((t, "start" if t == "traces" else "timestamp") for t in tables) if job.rows.get(t)]
     return max([job.window.start] + [f for f in firsts if f is not None])
