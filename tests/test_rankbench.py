@@ -163,3 +163,41 @@ def test_the_onset_oracle_splits_a_real_job_at_its_injection_time(job_of, capsys
     oracle.main()
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| TrainTicket |")]
     assert len(row) == 1 and row[0].count("(1)") == len(oracle.VARIANTS), row
+
+
+def _script(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_resolution_benchmark_halves_every_series_and_keeps_whole_traces(tmp_path):
+    from rcagent.job import Job
+    from tests.hostile import make_job
+
+    resolution = _script("resolution")
+    job = Job.load(make_job(tmp_path / "j"))
+    samples = dict(job.query("SELECT entity || metric, count(*) FROM metrics GROUP BY 1"))
+    assert resolution.thin(job, "metrics every 2nd sample")
+    assert dict(job.query("SELECT entity || metric, count(*) FROM metrics GROUP BY 1")) == \
+        {series: n // 2 for series, n in samples.items()}
+    job = Job.load(make_job(tmp_path / "k"))
+    assert resolution.thin(job, "traces 1 in 4")
+    kept = job.query("SELECT trace_id, count(*) FROM traces GROUP BY 1")
+    assert 0 < len(kept) < 40 and all(n == 2 for _, n in kept)     # both spans of every trace kept
+    assert job.rows["traces"] == 2 * len(kept) and "overview_rows" not in job.cache
+
+
+def test_the_window_benchmark_keeps_baseline_periods_outside_the_moved_window(tmp_path):
+    from rcagent.job import Job
+    from tests.hostile import make_job
+
+    window_shift = _script("window_shift")
+    job = Job.load(make_job(tmp_path / "j"))
+    start, end = job.window.start, job.window.end
+    window_shift.move_window(job, "starts earlier", 0.25)
+    assert job.window.start == start - (end - start) / 4 and job.window.end == end
+    baseline_start = job.baseline[0].start
+    assert [(p.start, p.end) for p in job.baseline] == [(baseline_start, job.window.start)]   # cut where it overlapped
