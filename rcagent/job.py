@@ -196,6 +196,11 @@ class Job:
     def baseline_seconds(self, table: str) -> float:
         return sum(p.seconds for p in self.baseline if table in p.tables)
 
+    @staticmethod
+    def time_column(table: str) -> str:
+        """The column that dates a table's rows: a span's start, any other row's timestamp."""
+        return "start" if table == "traces" else "timestamp"
+
     def observed_seconds(self, table: str, window: bool = True) -> float:
         """Seconds of the window (or of the table's baseline periods) that the table's data spans: rates
         are counts over the time that was recorded, not over a period the collector only partly covered."""
@@ -203,7 +208,7 @@ class Job:
             return 0.0
         key = ("span", table)
         if key not in self.cache:
-            column = "start" if table == "traces" else "timestamp"
+            column = self.time_column(table)
             self.cache[key] = self.query(f"SELECT min({column}), max({column}) FROM {table}")[0]
         first, last = self.cache[key]
         periods = [self.window] if window else [p for p in self.baseline if table in p.tables]

@@ -120,9 +120,11 @@ def find_onset(job: Job, tables: tuple[str, ...] = ()) -> dt.datetime | None:
 
 def _first_rows(job: Job, tables: tuple[str, ...]) -> dt.datetime:
     """The latest of the tables' first rows inside the window (the window's start if none has rows)."""
-    firsts = [job.query(f"SELECT min({col}) FROM {t} WHERE {job.in_window(col)}")[0][0]
-              for t, col in ((t, "start" if t == "traces" else "timestamp") for t in tables) if job.rows.get(t)]
-    return max([job.window.start] + [f for f in firsts if f is not None])
+    firsts = [job.window.start]
+    for table in (t for t in tables if job.rows.get(t)):   # table: a name from job.without_history()
+        col = job.time_column(table)
+        firsts.append(job.query(f"SELECT min({col}) FROM {table} WHERE {job.in_window(col)}")[0][0])
+    return max(f for f in firsts if f is not None)
 
 
 def _back_to_sample_start(job: Job, onset: dt.datetime, earliest: dt.datetime | None = None) -> dt.datetime:
