@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rcagent.job import Job
+from rcagent.onset import without_baseline
 from rcagent.tools.overview import DEFAULT, ranking, scores
 from tests.evidence_jobs import culprit_of, write_table
 from tests.hostile import make_job
@@ -167,11 +168,12 @@ def test_a_routine_line_that_stopped_adds_to_an_error_line_as_a_second_observati
     assert with_stop == pytest.approx(without + DEFAULT.secondary * stopped, abs=0.1)
 
 
-def _calls_and_lines(job: Path) -> Path:
+def _calls_and_lines(job: Path, new_lines: bool = False) -> Path:
     """Every six seconds the front end calls checkout-pod-1's `pay`, which writes c.Pay#39 on every call
     and c.Pay#46 on every call up to minute 12 (an exception thrown before it from then on), and
     catalog-pod-1's `browse` (which writes k.Cat#7), which from the window on it no longer calls: it
-    calls `search` (k.Cat#8) instead. Log lines carry their call's trace id."""
+    calls `search` (k.Cat#8) instead. Log lines carry their call's trace id. With `new_lines`, `search`
+    also warns on every call (k.Cat#9) and `pay` writes an ERROR line (c.Pay#45) from minute 12."""
     write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR", [
         ("checkout", "service", "checkout", None), ("checkout-pod-1", "pod", "checkout", "node-1"),
         ("catalog", "service", "catalog", None), ("catalog-pod-1", "pod", "catalog", "node-1"),
@@ -189,6 +191,10 @@ def _calls_and_lines(job: Path) -> Path:
             lines.append((t, "checkout-pod-1", "INFO", f"{t} INFO c.Pay#46 price {second * 7} found", pay))
         lines.append((t, "catalog-pod-1", "INFO", f"{t} INFO k.Cat#{7 if minute < 10 else 8} listed",
                       f"c{minute}-{second}"))
+        if new_lines and minute >= 10:
+            lines.append((t, "catalog-pod-1", "WARN", f"{t} WARN k.Cat#9 no result for query", f"c{minute}-{second}"))
+        if new_lines and minute >= 12:
+            lines.append((t, "checkout-pod-1", "ERROR", f"{t} ERROR c.Pay#45 price lookup failed: null", pay))
     write_table(job, "traces", "trace_id VARCHAR, span_id VARCHAR, parent_id VARCHAR, start TIMESTAMP, "
                 "duration_ms DOUBLE, service VARCHAR, entity VARCHAR, operation VARCHAR, status VARCHAR", spans)
     write_table(job, "logs", LOGS, lines)
@@ -205,6 +211,55 @@ def test_a_line_the_calls_of_an_operation_no_longer_write_flags_its_entity_and_a
     catalog = [why for _, why, src in found.get("catalog-pod-1", []) if src == "logs"]
     assert any("log line stopped" in why and "k.Cat#7" in why for why in catalog)
     assert not any("in its calls" in why for why in catalog)
+
+
+def test_a_warning_every_call_of_a_newly_called_operation_writes_is_its_routine_not_a_failure(tmp_path):
+    # catalog's callers switch from `browse` to `search` at the window, and `search` warns on every call;
+    # checkout's `pay`, called all along, writes an ERROR line it never wrote from minute 12
+    found = scores(Job.load(_calls_and_lines(make_job(tmp_path / "j"), new_lines=True)))
+    assert not any("error-like" in why for _, why, _ in found.get("catalog-pod-1", []))
+    assert any("error-like log line new in the window" in why and "c.Pay#45" in why
+               for _, why, _ in found["checkout-pod-1"])
+
+
+def _share_of_warnings(job: Path, baseline_lines: int) -> Path:
+    """frontend writes `baseline_lines` lines before the window, one in six a warning, and 120 in it, half
+    of them warnings."""
+    rows = []
+    for i in range(baseline_lines):
+        t = f"2024-01-01 00:0{i * 10 // baseline_lines}:{(i * 7) % 60:02d}"
+        level = "WARN" if i % 6 == 0 else "INFO"
+        rows.append((t, "frontend", level, f"{t} {level} f.Web#{12 if level == 'WARN' else 10} request", None))
+    for i in range(120):
+        t = f"2024-01-01 00:{10 + i // 12}:{(i % 12) * 5:02d}"
+        level = "WARN" if i % 2 == 0 else "INFO"
+        rows.append((t, "frontend", level, f"{t} {level} f.Web#{12 if level == 'WARN' else 10} request", None))
+    write_table(job, "logs", LOGS, rows)
+    return job
+
+
+def test_a_rise_of_the_warnings_share_counts_only_beyond_the_chance_of_the_baseline_s_share(tmp_path):
+    # one warning in six before the window, one in two in it: 120 lines before tell the rise from chance,
+    # 12 lines do not (a two-proportion test, as for a routine line's fall)
+    def warned(n):
+        found = scores(Job.load(_share_of_warnings(make_job(tmp_path / str(n)), n)))
+        return any("error-like logs" in why for _, why, _ in found.get("frontend", []))
+    assert warned(120) and not warned(12)
+
+
+@pytest.mark.parametrize("case", [
+    # TrainTicket, an exception in one service at 10:20: at the onset the users' traffic begins, and with it
+    # calls of an operation of another service that warns on every call ("left ticket info is empty")
+    "2023-01-29_10_20",
+    # TrainTicket, an exception in one service at 11:04: another service's warnings were 2 of 15 lines
+    # before the onset and 66 of 251 after it, a rise within the chance of 15 lines
+    "2023-01-29_11_04",
+])
+def test_on_a_real_job_without_a_baseline_warnings_of_new_traffic_do_not_outrank_the_culprit(job_of, case):
+    path = job_of(case)
+    job = Job.load(path)
+    without_baseline(job)
+    assert ranking(job)[0][0] in culprit_of(path)
 
 
 @pytest.mark.parametrize("case, reason", [

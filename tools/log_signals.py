@@ -2,7 +2,8 @@
 error-like lines beyond their share of the entity's lines, error-like lines never written in the baseline
 (a failing code path), and routine lines that stopped or fell to a fraction of their share (an exception
 thrown before them); where log lines carry trace ids, routine lines that the calls of an operation no
-longer write, judged per request."""
+longer write, judged per request; error-like lines that requests of a type the entity never served
+before write are that request type's routine and not counted."""
 from __future__ import annotations
 
 import datetime as dt
@@ -51,10 +52,39 @@ def log_rows(job: Job) -> list[tuple]:
         return []
     log_lines(job)
     base, win = job.in_baseline("logs"), job.in_window()
+    unseen = new_request_lines(job)
     return job.query(f"""
             SELECT entity, line, bad, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
                    count(*) FILTER (WHERE {win} AND names_other)
-            FROM log_lines WHERE {base} OR {win} GROUP BY ALL""")
+            FROM log_lines l WHERE ({base} OR {win}) AND NOT (bad AND EXISTS (
+                SELECT 1 FROM {unseen} u WHERE u.trace_id = l.trace_id AND u.entity = l.entity)) GROUP BY ALL""")
+
+
+def new_request_lines(job: Job) -> str:
+    """A temp table of (trace id, entity) for the window's requests of a type the entity never served in
+    the baseline, although it served others: an operation called for the first time (traffic that began
+    at the onset, a new feature used). Their error-like lines have nothing to be compared with, so the
+    log signals leave them out: a warning such a request writes every time is its routine, not a failing
+    code path. Empty without trace ids in logs or without baseline traces."""
+    if "new_request_lines" not in job.cache:
+        job.con.execute("CREATE OR REPLACE TEMP TABLE new_request_lines (trace_id VARCHAR, entity VARCHAR)")
+        if job.rows.get("traces") and job.baseline_seconds("traces") > 0:
+            edges(job)
+            base, win = job.in_baseline("traces", "start"), job.in_window("start")
+            job.con.execute(f"""
+                INSERT INTO new_request_lines
+                WITH calls AS (SELECT trace_id, coalesce(callee_pod, callee) AS who, operation, {base} AS b
+                               FROM edges WHERE trace_id IS NOT NULL AND ({base} OR {win})),
+                     served AS (SELECT who FROM calls GROUP BY who HAVING bool_or(b)),
+                     ops AS (SELECT who, operation, bool_or(b) AS seen FROM calls GROUP BY ALL),
+                     per_trace AS (SELECT c.trace_id, c.who, bool_and(NOT o.seen) AS all_new
+                                   FROM calls c JOIN ops o USING (who, operation) WHERE NOT c.b GROUP BY ALL)
+                SELECT DISTINCT l.trace_id, l.entity FROM log_lines l
+                JOIN per_trace p ON p.trace_id = l.trace_id AND p.all_new
+                JOIN served s ON s.who = p.who
+                WHERE l.entity = p.who OR l.service = p.who""")
+        job.cache["new_request_lines"] = True
+    return "new_request_lines"
 
 
 def one_line(template: str) -> str:
@@ -69,10 +99,16 @@ def share_fell(b: int, b_all: int, w: int, w_all: int) -> bool:
     return sd > 0 and (b / b_all - w / w_all) / sd >= LINE_SD
 
 
+def share_rose(b: int, b_all: int, w: int, w_all: int) -> bool:
+    """A line's share of the entity's lines rose beyond chance (the same test, the other way)."""
+    return share_fell(w, w_all, b, b_all)
+
+
 def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingParams):
     """(entity, signal) from per-template log counts. Error-like lines are judged by their share of the
     entity's lines (a service that logs a warning per request logs more of them when it is busier, not
-    because it fails), by their rate where the entity has no baseline lines; an error-like line new in the
+    because it fails), a rise beyond the chance of the baseline's share (a share of a few lines is rough),
+    by their rate where the entity has no baseline lines; an error-like line new in the
     window that names no other service marks a failing code path of the entity's own; a routine line that
     the entity wrote steadily in the baseline and stopped writing (or writes far less of, for its share of
     the entity's lines) while it still logs means its code took another path: an exception thrown before it.
@@ -94,7 +130,8 @@ def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingP
             expected = w_all * b_bad / b_all
         else:
             expected = b_bad / b_min * w_min if b_min else 0.0
-        if w_bad > expected:
+        # a rise of the share, like a fall, must be beyond chance (two of 15 lines estimate a share roughly)
+        if w_bad > expected and (b_all < 10 or share_rose(b_bad, b_all, w_bad, w_all)):
             s = 10 * (w_bad - expected) / w_min / math.sqrt(expected / w_min + 1)
             if s >= params.call_min:
                 # lines that name another service report that one's failure as the entity saw it (a
