@@ -201,6 +201,16 @@ def test_on_a_real_job_of_coarse_samples_the_culprit_is_found_without_a_baseline
     assert ranking(job)[0][0] in culprit_of(path)
 
 
+@pytest.mark.parametrize("case", ["high_traffic/test/issue_13", "high_traffic/train/issue_7"])
+def test_on_a_real_job_without_a_baseline_calls_that_began_from_none_do_not_name_their_callee(job_of, case):
+    # PetSite: the faulty function (or container) begins to call a table (a bucket) that got no request in
+    # the two samples before the onset; the callee's rise from none scored 37 sd and came first
+    path = job_of(case)
+    job = Job.load(path)
+    without_baseline(job)
+    assert ranking(job)[0][0] in culprit_of(path)
+
+
 def test_a_deviation_already_there_before_the_onset_weighs_less(tmp_path):
     job = make_job(tmp_path / "j")
     con = duckdb.connect()

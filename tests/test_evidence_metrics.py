@@ -101,6 +101,26 @@ def _metric_score(job: Job, entity: str, metric: str) -> float:
     return next(s for s, why, _ in scores(job)[entity] if why.startswith(metric + " "))
 
 
+def test_calls_that_began_from_none_are_no_change_of_their_callee_but_errors_from_none_are(tmp_path):
+    # table-1 got no requests before minute 12 and 40 a minute after (a caller began to call it), and
+    # from none to 5 errors; table-2 got 2 requests a minute before and 40 after
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    for minute in range(20):
+        t = dt.datetime(2024, 1, 1, 0, minute)
+        rows += [(t, "table-1", "requests_sum", 40.0 if minute >= 12 else 0.0),
+                 (t, "table-1", "errors_sum", 5.0 if minute >= 12 else 0.0),
+                 (t, "table-2", "requests_sum", 40.0 if minute >= 12 else 2.0)]
+    write_table(job, "metrics", METRICS, rows)
+    _add_entities(job, [("table-1", "database", None, None), ("table-2", "database", None, None)])
+    found = scores(Job.load(job))
+    assert not any(why.startswith("requests_sum") for _, why, _ in found["table-1"])
+    assert any(why.startswith("errors_sum up") for _, why, _ in found["table-1"])
+    assert any(why.startswith("requests_sum up") for _, why, _ in found["table-2"])
+
+
 def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path):
     # a pod's client-side p99 jumps from 5 ms to 28.8 s (one slow call of a sparse series) while the
     # latency of the requests it serves stays flat: background work, not what its users wait on

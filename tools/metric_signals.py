@@ -1,9 +1,9 @@
 """The overview's metric signals: each series' deviation from its baseline in floored sigmas (tools.common.
 deviation), weighed by what it measures (client side; a latency, success rate or error count that got no
 worse than a callee's same metric: waiting on it, failing by it; a fall of resource use most of a kind share;
-an entity whose own time did not grow), a pod with no history against its peers, and, without a baseline, a
-pod against its replicas and any other entity against the others of its kind. No system, dataset or service
-is named here (a test checks)."""
+an entity whose own time did not grow; a count of calls that began from none is no change of the entity's),
+a pod with no history against its peers, and, without a baseline, a pod against its replicas and any other
+entity against the others of its kind. No system, dataset or service is named here (a test checks)."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rcagent.job import Job
 from rcagent.tools.call_signals import own_time_rose, waits
 from rcagent.tools.calls import edges
-from rcagent.tools.common import deviation, floor, second
+from rcagent.tools.common import COUNT, deviation, floor, second
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
@@ -126,6 +126,8 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
     out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
+        if traffic_began(metric, b_mean, b_sd):
+            z = 0.0
         latency = LATENCY.search(metric) is not None
         # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
         # only its callers observe, or of the users' entry point, which measures the whole system from
@@ -146,6 +148,13 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
         out.append((entity, metric, z, note, latency, client, waiting, served))
     job.cache["metric_series"] = out
     return out
+
+
+def traffic_began(metric: str, b_mean: float | None, b_sd: float | None) -> bool:
+    """A count of requests or calls (not of errors) that was zero in every baseline sample: the entity got
+    no traffic to judge it by until its callers began to call it, like a metric seen only in the window
+    (which deviation scores 0). Its rise from none is its callers' new behaviour, not its own."""
+    return b_mean == 0 and not b_sd and COUNT.search(metric) is not None and QUALITY.search(metric) is None
 
 
 def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str, str]]:
