@@ -163,15 +163,19 @@ def test_unconstrained_generation_stops_early():
 
 @pytest.mark.model
 def test_local_backend_unconstrained_output_is_cut_when_it_degenerates(contacts_job, store, tmp_path):
-    """The real model without a grammar on the real task prompt: it loops (measured on every job of the
-    stability benchmark), and the stream is cut by stop_early long before max_tokens."""
+    """The real model without a grammar: on the real task prompt it writes no valid action and never runs to
+    max_tokens (it looped on every job of the stability benchmark; what it writes depends on the prompt,
+    and so on the ranking in it); asked to repeat itself, it loops, and the stream is cut by stop_early."""
     from rcagent.serving import stop_early
     settings = Settings(backend="local", max_steps=1, constrain=False, yaml_rounds=0, cache=False,
                         store=str(tmp_path / "s.db"))
-    d = Controller(contacts_job, make_backend(settings), store, settings).run()
+    backend = make_backend(settings)
+    d = Controller(contacts_job, backend, store, settings).run()
     [step] = store.steps(d.run_id)
-    assert step["valid"] == 0 and stop_early(step["raw"])
-    assert step["completion_tokens"] < settings.max_tokens // 4
+    assert step["valid"] == 0 and step["completion_tokens"] < settings.max_tokens // 4
+    [loop] = backend.complete([{"role": "user", "content": "Write the numbers 1. 1. 1. 1. and go on repeating "
+                                                           "'1.' forever."}], max_tokens=settings.max_tokens)
+    assert stop_early(loop.text) and loop.completion_tokens < settings.max_tokens // 4
 
 
 @pytest.mark.model
