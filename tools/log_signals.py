@@ -107,8 +107,8 @@ def share_rose(b: int, b_all: int, w: int, w_all: int) -> bool:
 def log_signals(lines: list[tuple], b_min: float, w_min: float, params: RankingParams):
     """(entity, signal) from per-template log counts. Error-like lines are judged by their share of the
     entity's lines (a service that logs a warning per request logs more of them when it is busier, not
-    because it fails), a rise beyond the chance of the baseline's share (a share of a few lines is rough),
-    by their rate where the entity has no baseline lines; an error-like line new in the
+    because it fails), a rise counting only beyond the chance of the baseline's share (a share of a few
+    lines is rough), and by their rate where the entity has no baseline lines; an error-like line new in the
     window that names no other service marks a failing code path of the entity's own; a routine line that
     the entity wrote steadily in the baseline and stopped writing (or writes far less of, for its share of
     the entity's lines) while it still logs means its code took another path: an exception thrown before it.

@@ -151,9 +151,10 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
 
 
 def traffic_began(metric: str, b_mean: float | None, b_sd: float | None) -> bool:
-    """A count of requests or calls (not of errors) that was zero in every baseline sample: the entity got
-    no traffic to judge it by until its callers began to call it, like a metric seen only in the window
-    (which deviation scores 0). Its rise from none is its callers' new behaviour, not its own."""
+    """A count of events (requests, calls, operations; not of errors or failures) that was zero in every
+    baseline sample: the entity got no traffic to judge it by until its callers began to call it, like a
+    metric seen only in the window (which deviation scores 0). Its rise from none is its callers' new
+    behaviour, not its own."""
     return b_mean == 0 and not b_sd and COUNT.search(metric) is not None and QUALITY.search(metric) is None
 
 
