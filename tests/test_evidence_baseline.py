@@ -203,8 +203,8 @@ def test_on_a_real_job_of_coarse_samples_the_culprit_is_found_without_a_baseline
 
 @pytest.mark.parametrize("case", ["high_traffic/test/issue_13", "high_traffic/train/issue_7"])
 def test_on_a_real_job_without_a_baseline_calls_that_began_from_none_do_not_name_their_callee(job_of, case):
-    # PetSite: the faulty function (or container) begins to call a table (a bucket) that got no request in
-    # the two samples before the onset; the callee's rise from none scored 37 sd and came first
+    # PetSite: the faulty function (container) begins to call a table (a bucket) that got no request in the
+    # samples before the onset; the callee's rise from none (37 sd in the first) came first
     path = job_of(case)
     job = Job.load(path)
     without_baseline(job)
