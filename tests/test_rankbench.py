@@ -13,6 +13,15 @@ from tests.hostile import run_cli
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _script(name: str):
+    """A benchmark script of benchmarks/ as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _row(group, good, good_without_baseline=frozenset()):
     """A job of `group` on which only the parameters in `good` find the root cause (with no baseline, only
     those in `good_without_baseline`)."""
@@ -134,10 +143,7 @@ def test_bench_ranking_on_real_jobs_of_three_systems(imported, tmp_path):
 
 
 def test_the_model_s_vote_is_chosen_on_the_other_systems_runs():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("fusion_replay", ROOT / "benchmarks" / "fusion_replay.py")
-    replay = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(replay)
+    replay = _script("fusion_replay")
     helps = dict.fromkeys(replay.VOTES, 0.0) | {0.5: 1.0, 1.0: 1.0}    # the model's pick is right
     hurts = dict.fromkeys(replay.VOTES, 1.0) | {0.5: 0.0, 1.0: 0.0}    # the ranking alone is right
     scored = [("a1", helps), ("a2", helps), ("b1", hurts), ("c1", helps)]
@@ -153,24 +159,13 @@ def test_the_model_s_vote_is_chosen_on_the_other_systems_runs():
 
 def test_the_onset_oracle_splits_a_real_job_at_its_injection_time(job_of, capsys, monkeypatch):
     # benchmarks/onset_oracle.py on one TrainTicket case: the no-baseline variant three ways beside the full job
-    import importlib.util
     import sys
-    spec = importlib.util.spec_from_file_location("onset_oracle", ROOT / "benchmarks" / "onset_oracle.py")
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
+    oracle = _script("onset_oracle")
     root = job_of("2023-01-29_09_42").parent.parent
     monkeypatch.setattr(sys, "argv", ["onset_oracle.py", "--jobs", str(root)])
     oracle.main()
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| TrainTicket |")]
     assert len(row) == 1 and row[0].count("(1)") == len(oracle.VARIANTS), row
-
-
-def _script(name: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_resolution_benchmark_halves_every_series_and_keeps_whole_traces(tmp_path):
