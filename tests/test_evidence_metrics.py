@@ -121,6 +121,29 @@ def test_calls_that_began_from_none_are_no_change_of_their_callee_but_errors_fro
     assert any(why.startswith("requests_sum up") for _, why, _ in found["table-2"])
 
 
+def test_a_success_rate_over_a_few_requests_moves_by_whole_requests(tmp_path):
+    # function-1 serves 4 requests a sample: 2 failures of 4 (100% -> 50%) is within chance of a flawless
+    # baseline that few; service-1 serves 1000 a sample, where 100% -> 85% is 150 failures; function-2
+    # has no request count to tell how many its rate is over, so nothing changes for it
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    for minute in range(20):
+        t = dt.datetime(2024, 1, 1, 0, minute)
+        rows += [(t, "function-1", "requests_sum", 4.0), (t, "service-1", "requests_sum", 1000.0),
+                 (t, "function-1", "availability_average", 50.0 if minute >= 12 else 100.0),
+                 (t, "function-2", "availability_average", 50.0 if minute >= 12 else 100.0),
+                 (t, "service-1", "availability_average", 85.0 if minute >= 12 else 100.0)]
+    write_table(job, "metrics", METRICS, rows)
+    _add_entities(job, [("function-1", "function", None, None), ("function-2", "function", None, None),
+                        ("service-1", "service", "service-1", None)])
+    found = scores(Job.load(job))
+    assert not any(why.startswith("availability_average") for _, why, _ in found.get("function-1", []))
+    assert any(why.startswith("availability_average down 50 sd") for _, why, _ in found["function-2"])
+    assert any(why.startswith("availability_average down 15 sd") for _, why, _ in found["service-1"])
+
+
 def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path):
     # a pod's client-side p99 jumps from 5 ms to 28.8 s (one slow call of a sparse series) while the
     # latency of the requests it serves stays flat: background work, not what its users wait on

@@ -1,7 +1,8 @@
 """The overview's metric signals: each series' deviation from its baseline in floored sigmas (tools.common.
 deviation), weighed by what it measures (client side; a latency, success rate or error count that got no
 worse than a callee's same metric: waiting on it, failing by it; a fall of resource use most of a kind share;
-an entity whose own time did not grow; a count of calls that began from none is no change of the entity's),
+an entity whose own time did not grow; a count of calls that began from none is no change of the entity's;
+a success rate over the few requests of a sample moves by whole requests),
 a pod with no history against its peers, and, without a baseline, a pod against its replicas and any other
 entity against the others of its kind. No system, dataset or service is named here (a test checks)."""
 from __future__ import annotations
@@ -33,6 +34,7 @@ OWN_TIME_SAME = " (its own time per call did not grow)"
 WAITING = " (as much as its callee {})"
 
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
+REQUESTS = re.compile(r"(?i)request")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
 
@@ -121,10 +123,14 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
             name = service_of(job, e)
             rises[(name, m)] = max(rises.get((name, m), -math.inf), rise)
     fanout = _fanout(job)
+    requests = {e: b for e, m, b, *_ in rows["metrics"]
+                if b and REQUESTS.search(m) and QUALITY.search(m) is None}
     newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
                in rows["newborn"]]
     out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
+        if higher_is_better(metric) and b_mean is not None and entity in requests:
+            b_sd = max(b_sd or 0.0, rate_noise(b_mean, requests[entity], metric))
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
         if traffic_began(metric, b_mean, b_sd):
             z = 0.0
@@ -148,6 +154,15 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
         out.append((entity, metric, z, note, latency, client, waiting, served))
     job.cache["metric_series"] = out
     return out
+
+
+def rate_noise(mean: float, requests: float, metric: str) -> float:
+    """The chance spread of a success rate or availability over the few requests of one sample: each failure
+    moves it by 1/requests (the binomial spread, with one success and one failure added to the baseline's
+    so that a flawless baseline of few requests still has some)."""
+    scale = 100.0 if "%" in metric or abs(mean) > 1 else 1.0
+    p = (mean / scale * requests + 1) / (requests + 2)
+    return scale * math.sqrt(p * (1 - p) / requests)
 
 
 def traffic_began(metric: str, b_mean: float | None, b_sd: float | None) -> bool:
