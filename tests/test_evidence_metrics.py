@@ -144,6 +144,41 @@ def test_a_success_rate_over_a_few_requests_moves_by_whole_requests(tmp_path):
     assert any(why.startswith("availability_average down 15 sd") for _, why, _ in found["service-1"])
 
 
+def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time(tmp_path):
+    # function-1 serves 4 requests a sample: its p95 is its slowest request, its mean of under 5 one or two;
+    # service-1 serves 12: its mean and median count, its p95 (which needs 20) does not; service-2 serves
+    # 1000; service-3 has no request count, so nothing changes for it
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    counts = {"function-1": 4.0, "service-1": 12.0, "service-2": 1000.0}
+    for minute in range(20):
+        t = dt.datetime(2024, 1, 1, 0, minute)
+        rows += [(t, e, "requests_sum", n) for e, n in counts.items()]
+        rows += [(t, e, m, 3.0 if minute >= 12 else 0.5) for e in [*counts, "service-3"]
+                 for m in ("latency_p95", "latency_p50", "latency_average")]
+    write_table(job, "metrics", METRICS, rows)
+    _add_entities(job, [("function-1", "function", None, None)]
+                  + [(e, "service", e, None) for e in ("service-1", "service-2", "service-3")])
+    found = scores(Job.load(job))
+    latencies = {e: sorted(why.split()[0] for _, why, _ in found.get(e, []) if why.startswith("latency"))
+                 for e in [*counts, "service-3"]}
+    assert latencies == {"function-1": [], "service-1": ["latency_average", "latency_p50"],
+                         "service-2": ["latency_average", "latency_p50", "latency_p95"],
+                         "service-3": ["latency_average", "latency_p50", "latency_p95"]}
+
+
+def test_on_a_real_job_a_callee_latency_of_a_few_requests_neither_names_it_nor_excuses_its_caller(job_of):
+    # PetSite: the search service (976 requests a sample) slows; the bucket it reads from has a request or
+    # two a sample, and its latency of those few came first and made the service's rise look like waiting
+    path = job_of("low_traffic/train/issue_4")
+    job = Job.load(path)
+    first, _, reasons = ranking(job)[0]
+    assert first in culprit_of(path)
+    assert not any("as much as its callee S3" in why for why in reasons)
+
+
 def test_slower_outgoing_calls_of_a_pod_that_serves_as_fast_weigh_less(tmp_path):
     # a pod's client-side p99 jumps from 5 ms to 28.8 s (one slow call of a sparse series) while the
     # latency of the requests it serves stays flat: background work, not what its users wait on

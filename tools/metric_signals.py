@@ -2,7 +2,8 @@
 deviation), weighed by what it measures (client side; a latency, success rate or error count that got no
 worse than a callee's same metric: waiting on it, failing by it; a fall of resource use most of a kind share;
 an entity whose own time did not grow; a count of calls that began from none is no change of the entity's;
-a success rate over the few requests of a sample moves by whole requests),
+a success rate over the few requests of a sample moves by whole requests, and a latency quantile of fewer
+requests than it needs is one request's time),
 a pod with no history against its peers, and, without a baseline, a pod against its replicas and any other
 entity against the others of its kind. No system, dataset or service is named here (a test checks)."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from rcagent.job import Job
-from rcagent.tools.call_signals import own_time_rose, waits
+from rcagent.tools.call_signals import LATENCY_CALLS, own_time_rose, waits
 from rcagent.tools.calls import edges
 from rcagent.tools.common import COUNT, deviation, floor, second
 
@@ -35,6 +36,7 @@ WAITING = " (as much as its callee {})"
 
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 REQUESTS = re.compile(r"(?i)request")
+QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
 
@@ -113,26 +115,31 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
     Cached on the job."""
     if "metric_series" in job.cache:
         return job.cache["metric_series"]
+    # an entity's usual requests a sample, where it has a count of them
+    requests = {e: b for e, m, b, *_ in rows["metrics"]
+                if b is not None and REQUESTS.search(m) and QUALITY.search(m) is None}
+
+    def too_few(entity: str, metric: str) -> bool:   # a latency of one or two requests' time
+        return LATENCY.search(metric) is not None and requests.get(entity, math.inf) < needs(metric)
+
     # how far each quality series got worse (a latency's or error count's rise, a success rate's fall)
     rises: dict[tuple[str, str], float] = {}
     for e, m, b, _, lo, hi in rows["metrics"]:
-        if b is not None and lo and hi and QUALITY.search(m):
+        if b is not None and lo and hi and QUALITY.search(m) and not too_few(e, m):
             rise = b - second(lo) if higher_is_better(m) else second(hi) - b
             rises[(e, m)] = rise
             # a service's rise is its most risen pod's (the topology names services, metrics pods)
             name = service_of(job, e)
             rises[(name, m)] = max(rises.get((name, m), -math.inf), rise)
     fanout = _fanout(job)
-    requests = {e: b for e, m, b, *_ in rows["metrics"]
-                if b and REQUESTS.search(m) and QUALITY.search(m) is None}
     newborn = [(e, m, b, sd, lo, hi, " against its peers (no history of its own)") for e, m, b, sd, lo, hi
                in rows["newborn"]]
     out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
-        if higher_is_better(metric) and b_mean is not None and entity in requests:
+        if higher_is_better(metric) and b_mean is not None and requests.get(entity, 0) > 0:
             b_sd = max(b_sd or 0.0, rate_noise(b_mean, requests[entity], metric))
         z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
-        if traffic_began(metric, b_mean, b_sd):
+        if traffic_began(metric, b_mean, b_sd) or too_few(entity, metric):
             z = 0.0
         latency = LATENCY.search(metric) is not None
         # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
@@ -154,6 +161,16 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
         out.append((entity, metric, z, note, latency, client, waiting, served))
     job.cache["metric_series"] = out
     return out
+
+
+def needs(metric: str) -> float:
+    """The requests a sample needs for its latency to say more than one or two requests' time: a quantile
+    q needs 1 / (1 - q) (a p95 20, below that it is the slowest request), a median or mean LATENCY_CALLS
+    (as the call signals' quantiles)."""
+    q = QUANTILE.search(metric)
+    if q and 0.5 < float(q.group(1)) / 100 < 1:
+        return round(1 / (1 - float(q.group(1)) / 100), 6)
+    return LATENCY_CALLS
 
 
 def rate_noise(mean: float, requests: float, metric: str) -> float:
