@@ -147,26 +147,29 @@ def test_a_success_rate_over_a_few_requests_moves_by_whole_requests(tmp_path):
 def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time(tmp_path):
     # function-1 serves 4 requests a sample: its p95 is its slowest request, its mean of under 5 one or two;
     # service-1 serves 12: its mean and median count, its p95 (which needs 20) does not; service-2 serves
-    # 1000; service-3 has no request count, so nothing changes for it
+    # 1000; service-3 has no request count, and service-4 a rate per second (4 a second is 240 a sample of
+    # a minute), so nothing changes for them
     job = make_job(tmp_path / "j")
     con = duckdb.connect()
     rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
     con.close()
     counts = {"function-1": 4.0, "service-1": 12.0, "service-2": 1000.0}
+    others = ["service-3", "service-4"]
     for minute in range(20):
         t = dt.datetime(2024, 1, 1, 0, minute)
         rows += [(t, e, "requests_sum", n) for e, n in counts.items()]
-        rows += [(t, e, m, 3.0 if minute >= 12 else 0.5) for e in [*counts, "service-3"]
+        rows += [(t, "service-4", "requests_per_second", 4.0)]
+        rows += [(t, e, m, 3.0 if minute >= 12 else 0.5) for e in [*counts, *others]
                  for m in ("latency_p95", "latency_p50", "latency_average")]
     write_table(job, "metrics", METRICS, rows)
     _add_entities(job, [("function-1", "function", None, None)]
-                  + [(e, "service", e, None) for e in ("service-1", "service-2", "service-3")])
+                  + [(e, "service", e, None) for e in ("service-1", "service-2", *others)])
     found = scores(Job.load(job))
     latencies = {e: sorted(why.split()[0] for _, why, _ in found.get(e, []) if why.startswith("latency"))
-                 for e in [*counts, "service-3"]}
+                 for e in [*counts, *others]}
+    every = ["latency_average", "latency_p50", "latency_p95"]
     assert latencies == {"function-1": [], "service-1": ["latency_average", "latency_p50"],
-                         "service-2": ["latency_average", "latency_p50", "latency_p95"],
-                         "service-3": ["latency_average", "latency_p50", "latency_p95"]}
+                         "service-2": every, "service-3": every, "service-4": every}
 
 
 def test_on_a_real_job_a_callee_latency_of_a_few_requests_neither_names_it_nor_excuses_its_caller(job_of):

@@ -36,6 +36,7 @@ WAITING = " (as much as its callee {})"
 
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 REQUESTS = re.compile(r"(?i)request")
+PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
 QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
@@ -115,9 +116,10 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
     Cached on the job."""
     if "metric_series" in job.cache:
         return job.cache["metric_series"]
-    # an entity's usual requests a sample, where it has a count of them
-    requests = {e: b for e, m, b, *_ in rows["metrics"]
-                if b is not None and REQUESTS.search(m) and QUALITY.search(m) is None}
+    # an entity's usual requests a sample, where it has a count of them (not a rate per second or minute,
+    # which says nothing of how many a sample holds)
+    requests = {e: b for e, m, b, *_ in rows["metrics"] if b is not None and REQUESTS.search(m)
+                and QUALITY.search(m) is None and PER_TIME.search(m) is None}
 
     def too_few(entity: str, metric: str) -> bool:   # a latency of one or two requests' time
         return LATENCY.search(metric) is not None and requests.get(entity, math.inf) < needs(metric)
