@@ -77,7 +77,7 @@ def floor(mean: float, metric: str = "") -> float:
     return least
 
 
-def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
+def deviation(b_mean, b_sd, w_min, w_max, metric: str = "", least: float | None = None) -> float:
     """Signed deviation of the window's extreme value (callers pass the second most extreme: one spike
     does not count) from the baseline mean, in floored standard deviations.
 
@@ -88,11 +88,13 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "") -> float:
     three times instead of none is no outage); a time in seconds at least 10 ms, in milliseconds at least
     10 ms (a blip on a 5 ms series does not dominate); anything else 10% of the
     baseline mean, and a small absolute amount, so that flat baselines do not turn noise into huge scores.
-    A metric seen only in the window (no baseline) scores 0: nothing to compare.
+    A metric seen only in the window (no baseline) scores 0: nothing to compare. A caller that knows the
+    chance spread better than the metric's name does (a success rate over a known count of requests) gives
+    it as `least`, in place of the floor.
     """
     if b_mean is None or w_min is None or w_max is None:
         return 0.0
-    sd = max(b_sd or 0.0, floor(b_mean, metric))
+    sd = max(b_sd or 0.0, floor(b_mean, metric) if not least else least)
     up, down = (w_max - b_mean) / sd, (w_min - b_mean) / sd
     score = up if abs(up) >= abs(down) else down
     return max(-999.0, min(999.0, score))

@@ -2,8 +2,8 @@
 deviation), weighed by what it measures (client side; a latency, success rate or error count that got no
 worse than a callee's same metric: waiting on it, failing by it; a fall of resource use most of a kind share;
 an entity whose own time did not grow; a count of calls that began from none is no change of the entity's;
-a success rate over the few requests of a sample moves by whole requests, and a latency quantile of fewer
-requests than it needs is one request's time),
+a success rate over a known count of requests has the binomial spread of that count, and a latency
+quantile of fewer requests than it needs is one request's time),
 a pod with no history against its peers, and, without a baseline, a pod against its replicas and any other
 entity against the others of its kind. No system, dataset or service is named here (a test checks)."""
 from __future__ import annotations
@@ -116,10 +116,15 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
     Cached on the job."""
     if "metric_series" in job.cache:
         return job.cache["metric_series"]
-    # an entity's usual requests a sample, where it has a count of them (not a rate per second or minute,
-    # which says nothing of how many a sample holds)
-    requests = {e: b for e, m, b, *_ in rows["metrics"] if b is not None and REQUESTS.search(m)
-                and QUALITY.search(m) is None and PER_TIME.search(m) is None}
+    # an entity's usual requests a sample and all of its baseline's, where it has a count of them (not a
+    # rate per second or minute, which says nothing of how many a sample holds)
+    requests, all_requests = {}, {}
+    for e, m, b, total in job.query(f"""
+            SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                   sum(value) FILTER (WHERE {job.in_baseline('metrics')})
+            FROM metrics WHERE metric ILIKE '%request%' GROUP BY ALL""") if job.rows.get("metrics") else []:
+        if b is not None and QUALITY.search(m) is None and PER_TIME.search(m) is None:
+            requests[e], all_requests[e] = b, total
 
     def too_few(entity: str, metric: str) -> bool:   # a latency of one or two requests' time
         return LATENCY.search(metric) is not None and requests.get(entity, math.inf) < needs(metric)
@@ -138,9 +143,10 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
                in rows["newborn"]]
     out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
+        least = None
         if higher_is_better(metric) and b_mean is not None and requests.get(entity, 0) > 0:
-            b_sd = max(b_sd or 0.0, rate_noise(b_mean, requests[entity], metric))
-        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric)
+            least = rate_noise(b_mean, requests[entity], all_requests[entity], metric)
+        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric, least)
         if traffic_began(metric, b_mean, b_sd) or too_few(entity, metric):
             z = 0.0
         latency = LATENCY.search(metric) is not None
@@ -175,12 +181,15 @@ def needs(metric: str) -> float:
     return LATENCY_CALLS
 
 
-def rate_noise(mean: float, requests: float, metric: str) -> float:
-    """The chance spread of a success rate or availability over the few requests of one sample: each failure
-    moves it by 1/requests (the binomial spread, with one success and one failure added to the baseline's
-    so that a flawless baseline of few requests still has some)."""
+def rate_noise(mean: float, requests: float, served: float, metric: str) -> float:
+    """The chance spread of a success rate or availability over the requests of one sample: the binomial
+    spread at the failure share the baseline allows (its failures plus three over its requests: the rule of
+    three, a 95% bound where none failed). A rate of few requests moves by whole requests (2 failures of 4
+    after 15 flawless ones is chance); one that never failed in a baseline of thousands counts from a few
+    failures, less than the one point a rate's name alone gives."""
     scale = 100.0 if "%" in metric or abs(mean) > 1 else 1.0
-    p = (mean / scale * requests + 1) / (requests + 2)
+    failed = max(0.0, 1 - mean / scale) * served
+    p = min(1.0, (failed + 3) / (served + 3))
     return scale * math.sqrt(p * (1 - p) / requests)
 
 
