@@ -35,7 +35,6 @@ OWN_TIME_SAME = " (its own time per call did not grow)"
 WAITING = " (as much as its callee {})"
 
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
-REQUESTS = re.compile(r"(?i)request")
 PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
 QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
