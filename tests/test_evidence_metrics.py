@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from rcagent.job import Job
-from rcagent.tools.common import deviation, second
+from rcagent.tools.common import deviation, metric_stats, second
 from rcagent.tools.overview import DEFAULT, ranking, scores
 from tests.evidence_jobs import culprit_of, write_table
 from tests.hostile import make_job
@@ -146,6 +146,9 @@ def test_a_success_rate_over_a_known_count_of_requests_moves_by_whole_requests(t
              for e in ("function-1", "function-2", "service-1", "service-2")}
     assert rates == {"function-1": [], "function-2": ["availability_average down 50 sd"],
                      "service-1": ["availability_average down 9 sd"], "service-2": []}
+    # the metrics tool scores each series by the same rule
+    shown = {r["entity"]: round(r["score"]) for r in metric_stats(Job.load(job), list(rates), "availability")}
+    assert shown == {"function-1": -2, "function-2": -50, "service-1": -9, "service-2": 0}
 
 
 def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time(tmp_path):

@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING
 
 from rcagent.job import Job
 from rcagent.tools.calls import edges
-from rcagent.tools.common import log_ratio
+from rcagent.tools.common import LATENCY_CALLS, log_ratio
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
 
 CALLS_SD = 3.0           # a call count counts when it is this many Poisson deviations from the expected one
 GAP_MIN_MS = 10.0        # a cross-span gap counts when it widened by this much (the time floor of metrics)
-LATENCY_CALLS = 5        # a latency or own time per call is compared when each period has this many calls
 GAP_GREW, GAP_GREW_MS = 1.25, 1.0   # a gap grew at all: by a quarter and a millisecond (a caller's own slowness)
 
 

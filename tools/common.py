@@ -37,7 +37,7 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
     for entity, name, b_mean, b_sd, b_n, w_mean, w_min, w_max, w_n, low2, high2 in rows:
         out.append({"entity": entity, "metric": name, "b_mean": b_mean, "b_sd": b_sd, "b_n": b_n,
                     "w_mean": w_mean, "w_min": w_min, "w_max": w_max, "w_n": w_n,
-                    "score": deviation(b_mean, b_sd, second(low2), second(high2), name)})
+                    "score": series_deviation(job, entity, name, b_mean, b_sd, second(low2), second(high2))})
     out.sort(key=lambda r: -abs(r["score"]))
     return out
 
@@ -46,6 +46,11 @@ SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
 RATE = re.compile(r"(?i)(success|availab)")
 MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
 COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b|\(ops\))")
+LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
+QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
+LATENCY_CALLS = 5        # a latency or own time per call is compared when each period has this many calls
+PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
+QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
 
 
 def like_escape(text: str) -> str:
@@ -98,6 +103,63 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "", least: float | None 
     up, down = (w_max - b_mean) / sd, (w_min - b_mean) / sd
     score = up if abs(up) >= abs(down) else down
     return max(-999.0, min(999.0, score))
+
+
+def request_counts(job: Job) -> dict[str, tuple[float, float]]:
+    """entity -> (mean requests a sample, all requests) in its baseline, where it has a count of requests
+    (not a rate per second or minute, which says nothing of how many a sample holds). Cached on the job."""
+    if "request_counts" not in job.cache:
+        counts = {}
+        if job.rows.get("metrics"):
+            for e, m, mean, total in job.query(f"""
+                    SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                           sum(value) FILTER (WHERE {job.in_baseline('metrics')})
+                    FROM metrics WHERE metric ILIKE '%request%' GROUP BY ALL"""):
+                if mean is not None and QUALITY.search(m) is None and PER_TIME.search(m) is None:
+                    counts[e] = (mean, total)
+        job.cache["request_counts"] = counts
+    return job.cache["request_counts"]
+
+
+def needs(metric: str) -> float:
+    """The requests a sample needs for its latency to say more than one or two requests' time: a quantile
+    q needs 1 / (1 - q) (a p95 20, below that it is the slowest request), a median or mean LATENCY_CALLS
+    (as the call signals' quantiles)."""
+    q = QUANTILE.search(metric)
+    if q and 0.5 < float(q.group(1)) / 100 < 1:
+        return round(1 / (1 - float(q.group(1)) / 100), 6)
+    return LATENCY_CALLS
+
+
+def too_few(job: Job, entity: str, metric: str) -> bool:
+    """A latency series of an entity whose baseline sample holds fewer requests than it needs: one or two
+    requests' time, no measure of the entity."""
+    count = request_counts(job).get(entity)
+    return LATENCY.search(metric) is not None and count is not None and count[0] < needs(metric)
+
+
+def rate_noise(mean: float, requests: float, served: float, metric: str) -> float:
+    """The chance spread of a success rate or availability over the requests of one sample: the binomial
+    spread at the failure share the baseline allows (its failures plus three over its requests: the rule of
+    three, a 95% bound where none failed). A rate of few requests moves by whole requests (2 failures of 4
+    after 15 flawless ones is chance); one that never failed in a baseline of thousands counts from a few
+    failures, less than the one point a rate's name alone gives."""
+    scale = 100.0 if "%" in metric or abs(mean) > 1 else 1.0
+    failed = max(0.0, 1 - mean / scale) * served
+    p = min(1.0, (failed + 3) / (served + 3))
+    return scale * math.sqrt(p * (1 - p) / requests)
+
+
+def series_deviation(job: Job, entity: str, metric: str, b_mean, b_sd, w_min, w_max) -> float:
+    """deviation() of one series with what the entity's request count tells: a success rate's spread over
+    that many requests a sample (rate_noise), and none for a latency of too few requests (too_few)."""
+    if too_few(job, entity, metric):
+        return 0.0
+    least = None
+    count = request_counts(job).get(entity)
+    if RATE.search(metric) and b_mean is not None and count is not None and count[0] > 0:
+        least = rate_noise(b_mean, count[0], count[1], metric)
+    return deviation(b_mean, b_sd, w_min, w_max, metric, least)
 
 
 def fmt(x, digits: int = 3) -> str:

@@ -15,9 +15,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from rcagent.job import Job
-from rcagent.tools.call_signals import LATENCY_CALLS, own_time_rose, waits
+from rcagent.tools.call_signals import own_time_rose, waits
 from rcagent.tools.calls import edges
-from rcagent.tools.common import COUNT, deviation, floor, second
+from rcagent.tools.common import COUNT, LATENCY, QUALITY, floor, second, series_deviation, too_few
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
@@ -34,10 +34,6 @@ LESS_LOAD = " (as most of its kind: less load)"
 OWN_TIME_SAME = " (its own time per call did not grow)"
 WAITING = " (as much as its callee {})"
 
-LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
-PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
-QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
-QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 
 
 def metric_rows(job: Job) -> tuple[list[tuple], list[tuple]]:
@@ -115,23 +111,10 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
     Cached on the job."""
     if "metric_series" in job.cache:
         return job.cache["metric_series"]
-    # an entity's usual requests a sample and all of its baseline's, where it has a count of them (not a
-    # rate per second or minute, which says nothing of how many a sample holds)
-    requests, all_requests = {}, {}
-    for e, m, b, total in job.query(f"""
-            SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                   sum(value) FILTER (WHERE {job.in_baseline('metrics')})
-            FROM metrics WHERE metric ILIKE '%request%' GROUP BY ALL""") if job.rows.get("metrics") else []:
-        if b is not None and QUALITY.search(m) is None and PER_TIME.search(m) is None:
-            requests[e], all_requests[e] = b, total
-
-    def too_few(entity: str, metric: str) -> bool:   # a latency of one or two requests' time
-        return LATENCY.search(metric) is not None and requests.get(entity, math.inf) < needs(metric)
-
     # how far each quality series got worse (a latency's or error count's rise, a success rate's fall)
     rises: dict[tuple[str, str], float] = {}
     for e, m, b, _, lo, hi in rows["metrics"]:
-        if b is not None and lo and hi and QUALITY.search(m) and not too_few(e, m):
+        if b is not None and lo and hi and QUALITY.search(m) and not too_few(job, e, m):
             rise = b - second(lo) if higher_is_better(m) else second(hi) - b
             rises[(e, m)] = rise
             # a service's rise is its most risen pod's (the topology names services, metrics pods)
@@ -142,11 +125,8 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
                in rows["newborn"]]
     out = []
     for entity, metric, b_mean, b_sd, w_low, w_high, note in [(*r, "") for r in rows["metrics"]] + newborn:
-        least = None
-        if higher_is_better(metric) and b_mean is not None and requests.get(entity, 0) > 0:
-            least = rate_noise(b_mean, requests[entity], all_requests[entity], metric)
-        z = deviation(b_mean, b_sd, second(w_low), second(w_high), metric, least)
-        if traffic_began(metric, b_mean, b_sd) or too_few(entity, metric):
+        z = series_deviation(job, entity, metric, b_mean, b_sd, second(w_low), second(w_high))
+        if traffic_began(metric, b_mean, b_sd):
             z = 0.0
         latency = LATENCY.search(metric) is not None
         # a client-side measurement (a client latency metric, or any metric of an external endpoint, which
@@ -168,28 +148,6 @@ def metric_series(job: Job, rows: dict) -> list[tuple]:
         out.append((entity, metric, z, note, latency, client, waiting, served))
     job.cache["metric_series"] = out
     return out
-
-
-def needs(metric: str) -> float:
-    """The requests a sample needs for its latency to say more than one or two requests' time: a quantile
-    q needs 1 / (1 - q) (a p95 20, below that it is the slowest request), a median or mean LATENCY_CALLS
-    (as the call signals' quantiles)."""
-    q = QUANTILE.search(metric)
-    if q and 0.5 < float(q.group(1)) / 100 < 1:
-        return round(1 / (1 - float(q.group(1)) / 100), 6)
-    return LATENCY_CALLS
-
-
-def rate_noise(mean: float, requests: float, served: float, metric: str) -> float:
-    """The chance spread of a success rate or availability over the requests of one sample: the binomial
-    spread at the failure share the baseline allows (its failures plus three over its requests: the rule of
-    three, a 95% bound where none failed). A rate of few requests moves by whole requests (2 failures of 4
-    after 15 flawless ones is chance); one that never failed in a baseline of thousands counts from a few
-    failures, less than the one point a rate's name alone gives."""
-    scale = 100.0 if "%" in metric or abs(mean) > 1 else 1.0
-    failed = max(0.0, 1 - mean / scale) * served
-    p = min(1.0, (failed + 3) / (served + 3))
-    return scale * math.sqrt(p * (1 - p) / requests)
 
 
 def traffic_began(metric: str, b_mean: float | None, b_sd: float | None) -> bool:
