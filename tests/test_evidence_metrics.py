@@ -101,20 +101,27 @@ def _metric_score(job: Job, entity: str, metric: str) -> float:
     return next(s for s, why, _ in scores(job)[entity] if why.startswith(metric + " "))
 
 
+def _job_with(tmp_path: Path, rows: list[tuple], entities: list[tuple]) -> Path:
+    """The made-up job with these metric rows added to its own, and these entities."""
+    job = make_job(tmp_path / "j")
+    con = duckdb.connect()
+    own = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
+    con.close()
+    write_table(job, "metrics", METRICS, own + rows)
+    _add_entities(job, entities)
+    return job
+
+
 def test_calls_that_began_from_none_are_no_change_of_their_callee_but_errors_from_none_are(tmp_path):
     # table-1 got no requests before minute 12 and 40 a minute after (a caller began to call it), and
     # from none to 5 errors; table-2 got 2 requests a minute before and 40 after
-    job = make_job(tmp_path / "j")
-    con = duckdb.connect()
-    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
-    con.close()
+    rows = []
     for minute in range(20):
         t = dt.datetime(2024, 1, 1, 0, minute)
         rows += [(t, "table-1", "requests_sum", 40.0 if minute >= 12 else 0.0),
                  (t, "table-1", "errors_sum", 5.0 if minute >= 12 else 0.0),
                  (t, "table-2", "requests_sum", 40.0 if minute >= 12 else 2.0)]
-    write_table(job, "metrics", METRICS, rows)
-    _add_entities(job, [("table-1", "database", None, None), ("table-2", "database", None, None)])
+    job = _job_with(tmp_path, rows, [("table-1", "database", None, None), ("table-2", "database", None, None)])
     found = scores(Job.load(job))
     assert not any(why.startswith("requests_sum") for _, why, _ in found["table-1"])
     assert any(why.startswith("errors_sum up") for _, why, _ in found["table-1"])
@@ -126,10 +133,7 @@ def test_a_success_rate_over_a_known_count_of_requests_moves_by_whole_requests(t
     # of 4 (100% -> 50%) is within chance of so few; service-1 serves 1000 a sample and never failed one of
     # its baseline's 10,000: 5 failures a sample (100% -> 99.5%) is no chance, though below the one point
     # a rate's name alone is given; function-2 and service-2 have no request count, so the floor stays
-    job = make_job(tmp_path / "j")
-    con = duckdb.connect()
-    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
-    con.close()
+    rows = []
     for minute in range(20):
         t = dt.datetime(2024, 1, 1, 0, minute)
         rows += [(t, "service-1", "requests_sum", 1000.0)]
@@ -138,9 +142,9 @@ def test_a_success_rate_over_a_known_count_of_requests_moves_by_whole_requests(t
             rows += [(t, "function-1", "requests_sum", 4.0)]
             rows += [(t, e, "availability_average", 50.0 if minute >= 12 else 100.0)
                      for e in ("function-1", "function-2")]
-    write_table(job, "metrics", METRICS, rows)
-    _add_entities(job, [("function-1", "function", None, None), ("function-2", "function", None, None),
-                        ("service-1", "service", "service-1", None), ("service-2", "service", "service-2", None)])
+    job = _job_with(tmp_path, rows, [("function-1", "function", None, None), ("function-2", "function", None, None),
+                                     ("service-1", "service", "service-1", None),
+                                     ("service-2", "service", "service-2", None)])
     found = scores(Job.load(job))
     rates = {e: [why for _, why, _ in found.get(e, []) if why.startswith("availability")]
              for e in ("function-1", "function-2", "service-1", "service-2")}
@@ -156,10 +160,7 @@ def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time
     # service-1 serves 12: its mean and median count, its p95 (which needs 20) does not; service-2 serves
     # 1000; service-3 has no request count, and service-4 a rate per second (4 a second is 240 a sample of
     # a minute), so nothing changes for them
-    job = make_job(tmp_path / "j")
-    con = duckdb.connect()
-    rows = con.execute("SELECT * FROM read_parquet(?)", [str(job / "metrics.parquet")]).fetchall()
-    con.close()
+    rows = []
     counts = {"function-1": 4.0, "service-1": 12.0, "service-2": 1000.0}
     others = ["service-3", "service-4"]
     for minute in range(20):
@@ -168,9 +169,8 @@ def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time
         rows += [(t, "service-4", "requests_per_second", 4.0)]
         rows += [(t, e, m, 3.0 if minute >= 12 else 0.5) for e in [*counts, *others]
                  for m in ("latency_p95", "latency_p50", "latency_average")]
-    write_table(job, "metrics", METRICS, rows)
-    _add_entities(job, [("function-1", "function", None, None)]
-                  + [(e, "service", e, None) for e in ("service-1", "service-2", *others)])
+    job = _job_with(tmp_path, rows, [("function-1", "function", None, None)]
+                    + [(e, "service", e, None) for e in ("service-1", "service-2", *others)])
     found = scores(Job.load(job))
     latencies = {e: sorted(why.split()[0] for _, why, _ in found.get(e, []) if why.startswith("latency"))
                  for e in [*counts, *others]}
