@@ -9,7 +9,6 @@ entity against the others of its kind. No system, dataset or service is named he
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 from rcagent.job import Job
 from rcagent.tools.call_signals import own_time_rose, waits
 from rcagent.tools.calls import edges
-from rcagent.tools.common import COUNT, LATENCY, QUALITY, floor, second, series_deviation, too_few
+from rcagent.tools.common import COUNT, LATENCY, QUALITY, RATE, floor, second, series_deviation, too_few
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
@@ -33,7 +32,6 @@ SHARED_MIN = 3           # a fall shared by fewer entities than this is not take
 LESS_LOAD = " (as most of its kind: less load)"
 OWN_TIME_SAME = " (its own time per call did not grow)"
 WAITING = " (as much as its callee {})"
-
 
 
 def metric_rows(job: Job) -> tuple[list[tuple], list[tuple]]:
@@ -254,7 +252,7 @@ def peer_outliers(job: Job) -> list[tuple[str, str, float, str]]:
 
 def higher_is_better(metric: str) -> bool:
     """A quality metric where more is better (a success rate, availability), not worse (errors, latency)."""
-    return re.search(r"(?i)(success|availab)", metric) is not None
+    return RATE.search(metric) is not None
 
 
 def _better(metric: str, z: float) -> bool:
