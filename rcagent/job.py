@@ -118,7 +118,7 @@ class Job:
         candidates = [declared] if declared else [f"{table}.parquet", f"{table}.csv"]
         for name in candidates:
             file = (self.path / name)
-            if not (file.is_file() or file.is_symlink()):
+            if not (file.exists() or file.is_symlink()):   # a folder or a FIFO is refused below, not skipped
                 continue
             real = file.resolve()
             if not real.is_relative_to(root):

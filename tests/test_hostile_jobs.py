@@ -4,6 +4,7 @@ held to the corpus's contract (tests/hostile.py).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.hostile import META, Corpus
@@ -140,6 +141,21 @@ def _(b):
     (b.root / "job").mkdir(parents=True, exist_ok=True)
     (b.root / "job" / "sub").mkdir()
     return _with_table(b, "metrics", link=b.root / "job" / "sub")
+
+
+def _table_that_is_not_a_file(b, make) -> list:
+    """A table's name taken by something that is not a regular file: refused, never skipped (a skipped
+    table would be analysed as absent) and never opened (a FIFO would block the read forever)."""
+    job = b.job()
+    for suffix in (".parquet", ".csv"):
+        (job / f"metrics{suffix}").unlink(missing_ok=True)
+    make(job / "metrics.csv")
+    b.script()
+    return b.analyze(job)
+
+
+case("table-is-a-folder", 2, "not a file")(lambda b: _table_that_is_not_a_file(b, Path.mkdir))
+case("table-is-a-fifo", 2, "not a file")(lambda b: _table_that_is_not_a_file(b, os.mkfifo))
 
 
 @case("table-missing-column", 2, "missing column(s) metric")
