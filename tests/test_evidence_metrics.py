@@ -155,6 +155,30 @@ def test_a_success_rate_over_a_known_count_of_requests_moves_by_whole_requests(t
     assert shown == {"function-1": -2, "function-2": -50, "service-1": -9, "service-2": 0}
 
 
+@pytest.mark.parametrize("peers", [False, True])
+def test_a_short_flawless_record_borrows_the_flawless_record_of_all(tmp_path, peers):
+    # a baseline of two samples: service-1 served 130 requests a sample without a failure, then fails 2 of
+    # 130 (98.5%); function-1 served 4 without a failure, then fails 2 of 4. Alone, 260 flawless requests
+    # allow a failure share near 1% (rule of three): 1.5 points is chance. Beside service-2, which served
+    # 3,000 a sample without a failure, 2 failures of 130 are not; function-1's 4 requests a sample are too
+    # few for any record (one failure is 25 points of a sample): it keeps its own
+    counts = {"service-1": 130.0, "function-1": 4.0, **({"service-2": 3000.0} if peers else {})}
+    after = {"service-1": 98.5, "function-1": 50.0, "service-2": 100.0}
+    rows = []
+    for minute in range(8, 20):
+        t = dt.datetime(2024, 1, 1, 0, minute)
+        rows += [(t, e, "requests_sum", n) for e, n in counts.items()]
+        rows += [(t, e, "availability_average", after[e] if minute >= 12 else 100.0) for e in counts]
+    job = _job_with(tmp_path, rows, [("function-1", "function", None, None), ("service-1", "service", "service-1", None),
+                                     ("service-2", "service", "service-2", None)])
+    found = scores(Job.load(job))
+    named = {e for e in ("service-1", "function-1") if any(why.startswith("availability") for _, why, _ in found.get(e, []))}
+    assert named == ({"service-1"} if peers else set())
+    # the metrics tool scores the series by the same rule
+    shown = {r["entity"]: r["score"] for r in metric_stats(Job.load(job), ["service-1"], "availability")}
+    assert (shown["service-1"] < -DEFAULT.z_min) == peers
+
+
 def test_a_latency_quantile_of_fewer_requests_than_it_needs_is_one_requests_time(tmp_path):
     # function-1 serves 4 requests a sample: its p95 is its slowest request, its mean of under 5 one or two;
     # service-1 serves 12: its mean and median count, its p95 (which needs 20) does not; service-2 serves

@@ -49,6 +49,7 @@ COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b|\(ops\))")
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
 QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
 LATENCY_CALLS = 5        # a latency or own time per call is compared when each period has this many calls
+RATE_CALLS = 20          # a rate borrows the flawless record of all entities from this many requests a sample
 PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
 QUANTILE = re.compile(r"(?i)(?:^|[^a-z]|latency)p(\d\d(?:\.\d+)?)")
 
@@ -138,27 +139,58 @@ def too_few(job: Job, entity: str, metric: str) -> bool:
     return LATENCY.search(metric) is not None and count is not None and count[0] < needs(metric)
 
 
-def rate_noise(mean: float, requests: float, served: float, metric: str) -> float:
+def _scale(metric: str, mean: float) -> float:
+    """100 for a rate in percent (named so, or above 1), else 1."""
+    return 100.0 if "%" in metric or abs(mean) > 1 else 1.0
+
+
+def rate_noise(mean: float, requests: float, served: float, metric: str, flawless: float = 0.0) -> float:
     """The chance spread of a success rate or availability over the requests of one sample: the binomial
     spread at the failure share the baseline allows (its failures plus three over its requests: the rule of
     three, a 95% bound where none failed). A rate of few requests moves by whole requests (2 failures of 4
     after 15 flawless ones is chance); one that never failed in a baseline of thousands counts from a few
-    failures, less than the one point a rate's name alone gives."""
-    scale = 100.0 if "%" in metric or abs(mean) > 1 else 1.0
+    failures, less than the one point a rate's name alone gives. Where the entity failed none of its
+    requests, its record is the longer of its own and `flawless` (see flawless_requests)."""
+    scale = _scale(metric, mean)
     failed = max(0.0, 1 - mean / scale) * served
-    p = min(1.0, (failed + 3) / (served + 3))
+    record = served if failed >= 0.5 else max(served, flawless)
+    p = min(1.0, (failed + 3) / (record + 3))
     return scale * math.sqrt(p * (1 - p) / requests)
+
+
+def flawless_requests(job: Job) -> float:
+    """The requests that all entities which failed none of theirs served in the baseline, together: the
+    record an entity that failed none of its own is judged by, where it is longer than the entity's own. A
+    short baseline (two samples before an onset) gives a service a few hundred flawless requests, and the
+    rule of three then allows it a failure share near 1%; when nothing in the system failed any of its
+    thousands of requests, a few failures of that service now are news. Only a rate of at least RATE_CALLS
+    requests a sample borrows it (one failure is then at most 5 points of a sample): an entity of a few
+    requests keeps its own record. Cached on the job."""
+    if "flawless_requests" not in job.cache:
+        served = 0.0
+        counts = request_counts(job)
+        if counts:
+            for entity, metric, mean, low in job.query(f"""
+                    SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                           min(value) FILTER (WHERE {job.in_baseline('metrics')})
+                    FROM metrics WHERE {one_of('entity', 'entities')} GROUP BY ALL""", {"entities": list(counts)}):
+                if low is not None and RATE.search(metric) and low >= _scale(metric, mean):
+                    served += counts[entity][1] or 0.0
+        job.cache["flawless_requests"] = served
+    return job.cache["flawless_requests"]
 
 
 def series_deviation(job: Job, entity: str, metric: str, b_mean, b_sd, w_min, w_max) -> float:
     """deviation() of one series with what the entity's request count tells: a success rate's spread over
-    that many requests a sample (rate_noise), and none for a latency of too few requests (too_few)."""
+    that many requests a sample (rate_noise, with the flawless record of all entities where it failed none
+    and serves RATE_CALLS a sample), and none for a latency of too few requests (too_few)."""
     if too_few(job, entity, metric):
         return 0.0
     least = None
     count = request_counts(job).get(entity)
     if RATE.search(metric) and b_mean is not None and count is not None and count[0] > 0:
-        least = rate_noise(b_mean, count[0], count[1], metric)
+        flawless = flawless_requests(job) if count[0] >= RATE_CALLS else 0.0
+        least = rate_noise(b_mean, count[0], count[1], metric, flawless)
     return deviation(b_mean, b_sd, w_min, w_max, metric, least)
 
 
