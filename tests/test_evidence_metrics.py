@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from rcagent.job import Job
-from rcagent.tools.common import deviation, metric_stats, second
+from rcagent.tools.common import deviation, flawless_requests, metric_stats, second
 from rcagent.tools.overview import DEFAULT, ranking, scores
 from tests.evidence_jobs import culprit_of, write_table
 from tests.hostile import make_job
@@ -169,8 +169,10 @@ def test_a_short_flawless_record_borrows_the_flawless_record_of_all(tmp_path, pe
         t = dt.datetime(2024, 1, 1, 0, minute)
         rows += [(t, e, "requests_sum", n) for e, n in counts.items()]
         rows += [(t, e, "availability_average", after[e] if minute >= 12 else 100.0) for e in counts]
+        rows += [(t, "service-2", "success_rate", 1.0)] if peers else []     # a second rate: counted once
     job = _job_with(tmp_path, rows, [("function-1", "function", None, None), ("service-1", "service", "service-1", None),
                                      ("service-2", "service", "service-2", None)])
+    assert flawless_requests(Job.load(job)) == 2 * sum(counts.values())     # the two baseline samples
     found = scores(Job.load(job))
     named = {e for e in ("service-1", "function-1") if any(why.startswith("availability") for _, why, _ in found.get(e, []))}
     assert named == ({"service-1"} if peers else set())

@@ -167,16 +167,16 @@ def flawless_requests(job: Job) -> float:
     requests a sample borrows it (one failure is then at most 5 points of a sample): an entity of a few
     requests keeps its own record. Cached on the job."""
     if "flawless_requests" not in job.cache:
-        served = 0.0
+        flawless: dict[str, bool] = {}   # entity -> every rate of it failed none (an entity counts once)
         counts = request_counts(job)
         if counts:
             for entity, metric, mean, low in job.query(f"""
                     SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
                            min(value) FILTER (WHERE {job.in_baseline('metrics')})
                     FROM metrics WHERE {one_of('entity', 'entities')} GROUP BY ALL""", {"entities": list(counts)}):
-                if low is not None and RATE.search(metric) and low >= _scale(metric, mean):
-                    served += counts[entity][1] or 0.0
-        job.cache["flawless_requests"] = served
+                if low is not None and RATE.search(metric):
+                    flawless[entity] = flawless.get(entity, True) and low >= _scale(metric, mean)
+        job.cache["flawless_requests"] = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok)
     return job.cache["flawless_requests"]
 
 
