@@ -109,17 +109,29 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "", least: float | None 
 def request_counts(job: Job) -> dict[str, tuple[float, float]]:
     """entity -> (mean requests a sample, all requests) in its baseline, where it has a count of requests
     (not a rate per second or minute, which says nothing of how many a sample holds). Cached on the job."""
-    if "request_counts" not in job.cache:
-        counts = {}
+    return _baseline_requests(job)[0]
+
+
+def _baseline_requests(job: Job) -> tuple[dict[str, tuple[float, float]], float]:
+    """request_counts, and flawless_requests: one pass over the baseline's counts and rates, cached."""
+    if "baseline_requests" not in job.cache:
+        counts, flawless = {}, {}   # flawless: entity -> every rate of it failed none (an entity counts once)
         if job.rows.get("metrics"):
-            for e, m, mean, total in job.query(f"""
+            for e, m, mean, total, low in job.query(f"""
                     SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                           sum(value) FILTER (WHERE {job.in_baseline('metrics')})
-                    FROM metrics WHERE metric ILIKE '%request%' GROUP BY ALL"""):
-                if mean is not None and QUALITY.search(m) is None and PER_TIME.search(m) is None:
+                           sum(value) FILTER (WHERE {job.in_baseline('metrics')}),
+                           min(value) FILTER (WHERE {job.in_baseline('metrics')})
+                    FROM metrics WHERE metric ILIKE '%request%' OR regexp_matches(metric, $rate) GROUP BY ALL""",
+                                                  {"rate": RATE.pattern}):
+                if mean is None:
+                    continue
+                if RATE.search(m):
+                    flawless[e] = flawless.get(e, True) and low >= _scale(m, mean)
+                elif QUALITY.search(m) is None and PER_TIME.search(m) is None:
                     counts[e] = (mean, total)
-        job.cache["request_counts"] = counts
-    return job.cache["request_counts"]
+        served = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok and e in counts)
+        job.cache["baseline_requests"] = (counts, served)
+    return job.cache["baseline_requests"]
 
 
 def needs(metric: str) -> float:
@@ -166,18 +178,7 @@ def flawless_requests(job: Job) -> float:
     thousands of requests, a few failures of that service now are news. Only a rate of at least RATE_CALLS
     requests a sample borrows it (one failure is then at most 5 points of a sample): an entity of a few
     requests keeps its own record. Cached on the job."""
-    if "flawless_requests" not in job.cache:
-        flawless: dict[str, bool] = {}   # entity -> every rate of it failed none (an entity counts once)
-        counts = request_counts(job)
-        if counts:
-            for entity, metric, mean, low in job.query(f"""
-                    SELECT entity, metric, avg(value) FILTER (WHERE {job.in_baseline('metrics')}),
-                           min(value) FILTER (WHERE {job.in_baseline('metrics')})
-                    FROM metrics WHERE {one_of('entity', 'entities')} GROUP BY ALL""", {"entities": list(counts)}):
-                if low is not None and RATE.search(metric):
-                    flawless[entity] = flawless.get(entity, True) and low >= _scale(metric, mean)
-        job.cache["flawless_requests"] = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok)
-    return job.cache["flawless_requests"]
+    return _baseline_requests(job)[1]
 
 
 def series_deviation(job: Job, entity: str, metric: str, b_mean, b_sd, w_min, w_max) -> float:
