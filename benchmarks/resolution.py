@@ -1,16 +1,18 @@
-"""How much the ranking depends on the telemetry's resolution: the same incidents with coarser metrics and
-sampled traces.
+"""How much the ranking depends on the telemetry's resolution and kinds: the same incidents with coarser
+metrics, sampled traces, or without traces or logs at all.
 
     python benchmarks/resolution.py --jobs ~/.cache/rcagent/work [--pattern 'ob-*']
 
 Monitoring differs from one site to the next: a scrape interval twice as long, tracing that keeps one trace
-in four. The rankings were built on each dataset's own resolution, so a sceptic asks whether they only work
-there. Per system, PR@1 of the default ranking (and NSigma / BARO / random on the same data, in the same run)
+in four, no tracing or no central logs at all. The rankings were built on each dataset's own telemetry, so a
+sceptic asks whether they only work there. Per system, PR@1 of the default ranking (and NSigma / BARO / random on the same data, in the same run)
 with the telemetry as imported and thinned in memory (the job's files are not touched):
 - metrics every 2nd sample: each series keeps every other sample, baseline and window alike (the step
   doubles);
 - traces 1 in 4: whole traces kept by their id's hash, as head-based sampling keeps them (only jobs with
-  traces).
+  traces);
+- no traces, no logs, metrics only: the table (or both) emptied, as a job without its file reads (only jobs
+  that have it).
 Jobs whose tables were split at an onset are split again at the onset found in the thinned data.
 """
 from __future__ import annotations
@@ -23,23 +25,30 @@ from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_met
 from rcagent.job import Job
 from rcagent.onset import split_at_onset, undo_split
 
-VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4")
+VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4", "no traces", "no logs", "metrics only")
 METHODS = ("ranking", *BASELINES)
-KEEP = {  # the table thinned, and the clause that keeps its rows
-    "metrics every 2nd sample": ("metrics", "QUALIFY row_number() OVER (PARTITION BY entity, metric ORDER BY timestamp) % 2 = 0"),
-    "traces 1 in 4": ("traces", "WHERE hash(trace_id) % 4 = 0"),
+NONE = "WHERE false"
+KEEP = {  # the tables thinned, each with the clause that keeps its rows
+    "metrics every 2nd sample": {"metrics": "QUALIFY row_number() OVER (PARTITION BY entity, metric ORDER BY timestamp) % 2 = 0"},
+    "traces 1 in 4": {"traces": "WHERE hash(trace_id) % 4 = 0"},
+    "no traces": {"traces": NONE},
+    "no logs": {"logs": NONE},
+    "metrics only": {"traces": NONE, "logs": NONE},
 }
 
 
 def thin(job: Job, variant: str) -> bool:
-    """The job with one table thinned as `variant` says; False when the job has no such table."""
-    table, keep = KEEP[variant]
-    if not job.rows.get(table):
+    """The job with its tables thinned as `variant` says; False when the job has none of them."""
+    tables = {t: keep for t, keep in KEEP[variant].items() if job.rows.get(t)}
+    if not tables:
         return False
     undo_split(job)
-    job.con.execute(f"CREATE OR REPLACE TABLE _thin AS SELECT * FROM {table} {keep}")
-    job.con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _thin")
-    job.rows[table] = job.con.execute("SELECT count(*) FROM _thin").fetchone()[0]
+    for table, keep in tables.items():
+        job.con.execute(f"CREATE OR REPLACE TABLE _thin_{table} AS SELECT * FROM {table} {keep}")
+        job.con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _thin_{table}")
+        job.rows[table] = job.con.execute(f"SELECT count(*) FROM _thin_{table}").fetchone()[0]
+        if not job.rows[table]:
+            job.files.pop(table, None)     # as a job without the table's file
     job.cache.clear()
     split_at_onset(job)
     return True

@@ -185,6 +185,24 @@ def test_the_resolution_benchmark_halves_every_series_and_keeps_whole_traces(tmp
     assert job.rows["traces"] == 2 * len(kept) and "overview_rows" not in job.cache
 
 
+def test_the_resolution_benchmark_empties_traces_and_logs_as_a_job_without_their_files(tmp_path):
+    from rcagent.job import Job
+    from rcagent.tools.overview import ranking
+    from tests.hostile import make_job
+
+    resolution = _script("resolution")
+    job = Job.load(make_job(tmp_path / "j"))
+    metrics = job.rows["metrics"]
+    assert job.rows["traces"] and job.rows["logs"]
+    assert resolution.thin(job, "metrics only")
+    assert job.query("SELECT count(*) FROM traces")[0][0] == job.query("SELECT count(*) FROM logs")[0][0] == 0
+    assert (job.rows["traces"], job.rows["logs"], job.rows["metrics"]) == (0, 0, metrics)
+    (tmp_path / "j" / "traces.parquet").unlink()
+    (tmp_path / "j" / "logs.parquet").unlink()
+    assert ranking(job) == ranking(Job.load(tmp_path / "j"))      # ranked as the job without those files
+    assert not resolution.thin(job, "no traces")                  # nothing left to empty
+
+
 def test_the_window_benchmark_keeps_baseline_periods_outside_the_moved_window(tmp_path):
     from rcagent.job import Job
     from tests.hostile import make_job
