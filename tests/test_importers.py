@@ -80,6 +80,15 @@ def test_nezha_time_is_utc_and_bad_timestamp_ignored(job_of):
     assert span_lo.hour == 8  # inject_timestamp (8 h early) is never used
 
 
+def test_nezha_spans_and_lines_repeated_by_overlapping_minute_files_are_kept_once(job_of):
+    # 2023-01-29_08_52: a minute's trace and log files repeat spans and lines of the minutes before
+    job = Job.load(job_of("2023-01-29_08_52"))
+    spans, distinct = job.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM traces")[0]
+    assert spans == distinct > 10_000
+    lines = job.query("SELECT count(*) FROM logs")[0][0]
+    assert lines == job.query("SELECT count(*) FROM (SELECT DISTINCT * FROM logs)")[0][0] > 10_000
+
+
 def test_baseline_has_several_periods(contacts_job):
     tables = [set(p.tables) for p in contacts_job.baseline]
     assert {"metrics"} in tables and {"metrics", "traces", "logs"} in tables

@@ -4,6 +4,9 @@ Known problems handled (see shared/data/README.md):
 - `inject_time` strings are UTC; `inject_timestamp` is wrong on 2023-01-29 and is never read.
 - adservice metric files carry a bad `TimeStamp` column: every metric time comes from the `Time` string.
 - Online Boutique lacks most log files and some trace files, and its fault-free phase has metrics only.
+- A minute's trace and log files can repeat spans and lines of the minutes before (tt 15:44's trace file
+  starts at 15:42:09): the same span id in the same trace, the same line to the nanosecond. Each is kept
+  once, or the window's call and line counts would be those minutes' twice over.
 
 The flagged window is the span of the case's three minute files: from the minute before the injection
 minute to two minutes after it (so it never starts at the injection time); the baseline is the fault-free phase in construct_data plus the
@@ -187,8 +190,8 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
             if free_period else trace_sql
         all_logs = f"SELECT * FROM ({log_sql}) UNION ALL BY NAME SELECT * FROM ({free_logs})" \
             if free_period else log_sql
-        con.execute(f"CREATE OR REPLACE TEMP TABLE t AS {all_traces}")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE l AS {all_logs}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE t AS SELECT DISTINCT * FROM ({all_traces})")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE l AS SELECT DISTINCT * FROM ({all_logs})")
         periods = [(start, end)] + [(dt.datetime.fromisoformat(b['start'][:-1]), dt.datetime.fromisoformat(b['end'][:-1]))
                                     for b in baseline]
         cond = " OR ".join(f"(timestamp >= TIMESTAMP '{a}' AND timestamp < TIMESTAMP '{b}')" for a, b in periods)
