@@ -156,6 +156,20 @@ def test_job_create_from_every_sample_derives_entities_and_relations(tmp_path):
     assert text.returncode == 0 and "skipped 2 NaN or infinite sample" in text.stdout
 
 
+def test_exports_read_twice_count_once(tmp_path):
+    # overlapping export files (or a collector's retried export) repeat spans, lines and samples
+    import shutil
+    shutil.copytree(SAMPLES, tmp_path / "again")
+    window = ["--window", "2024-05-01T10:00Z..2024-05-01T10:05Z"]
+    once = rcagent("job", "create", tmp_path / "once", "--from", SAMPLES, *window, "--format", "json")
+    twice = rcagent("job", "create", tmp_path / "twice", "--from", SAMPLES, "--from", tmp_path / "again", *window,
+                    "--format", "json")
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    assert json.loads(twice.stdout)["records"] == {k: 2 * n for k, n in json.loads(once.stdout)["records"].items()}
+    rows = json.loads(once.stdout)["rows"]
+    assert rows["traces"] and rows["logs"] and rows["metrics"] and json.loads(twice.stdout)["rows"] == rows
+
+
 def _one_line_error(r, *parts):
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()

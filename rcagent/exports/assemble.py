@@ -264,7 +264,8 @@ def create_job(dest: Path, sources: list[Path], window: str, baseline: list[str]
         con.register(f"_src_{name}", _table(rows, name))
     if dest.exists():
         shutil.rmtree(dest)
-    rows = write_folder(con, dest, meta, {name: f"SELECT * FROM _src_{name}" for name in tables})
+    # a row read twice (overlapping export files, a collector's retried export) counts once
+    rows = write_folder(con, dest, meta, {name: f"SELECT DISTINCT * FROM _src_{name}" for name in tables})
     Job.load(dest).con.close()   # the job reads back as every job does (validated on load)
     kinds = Counter(e[1] for e in entities)
     return Created(dest, rows, dict(kinds), out.files, out.records, out.skipped, renamed)
