@@ -258,6 +258,31 @@ class Job:
         window's part before an onset: nothing of their own to compare the window with."""
         return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
 
+    def unused_tables(self) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
+        """(table, rows, first, last) of every table of series (metrics, traces, logs) that holds rows but
+        none inside the window or a baseline period of its own: times written in another zone than the
+        job's periods (local time where UTC was meant) would otherwise read as present and go unused."""
+        if "unused" not in self.cache:
+            unused = []
+            for table in ("metrics", "traces", "logs"):
+                if not self.rows.get(table):
+                    continue
+                col = self.time_column(table)
+                used, first, last = self.query(f"""SELECT count(*) FILTER (WHERE {self.in_window(col)}
+                                                       OR {self.in_baseline(table, col)}), min({col}), max({col})
+                                                   FROM {table}""")[0]
+                if not used and first is not None:
+                    unused.append((table, self.rows[table], first, last))
+            self.cache["unused"] = unused
+        return self.cache["unused"]
+
+    def unused_notes(self) -> list[str]:
+        """One line per table unused_tables() names, for the operator and the prompt."""
+        return [f"{table}: {n} rows, none in the window or its baseline (they lie {first:%Y-%m-%d %H:%M:%S} to "
+                f"{last:%Y-%m-%d %H:%M:%S} UTC; the window is {self.window.start:%Y-%m-%d %H:%M:%S} to "
+                f"{self.window.end:%Y-%m-%d %H:%M:%S}): are their times in another time zone?"
+                for table, n, first, last in self.unused_tables()]
+
     def summary(self) -> str:
         kinds: dict[str, int] = {}
         for e in self.entities.values():
@@ -283,6 +308,8 @@ class Job:
                 f"\nInventory: {inv}\nRows: {tables}")
         if missing:
             text += f"\nNo data for: {', '.join(missing)}"
+        for note in self.unused_notes():
+            text += f"\nUnused: {note}"
         return text
 
 

@@ -81,3 +81,34 @@ def test_csv_job_matches_parquet(tmp_path, job_of):
         duckdb.execute(f"COPY (SELECT * FROM read_parquet('{p}')) TO '{dst / (p.stem + '.csv')}' (HEADER)")
     a, b = Job.load(src), Job.load(dst)
     assert a.rows == b.rows and set(a.entities) == set(b.entities)
+
+
+def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_path, job_of, monkeypatch):
+    """A real job whose logs were written 8 hours late (local time where UTC was meant): the job, its
+    summary (which the model reads) and `rcagent analyze` name the logs unused; the job as imported has none."""
+    import json
+
+    import duckdb
+    from tests.test_cli import rcagent
+
+    src = job_of("2023-01-29_08_43")
+    assert Job.load(src).unused_tables() == []
+    dst = tmp_path / "late-logs"
+    shutil.copytree(src, dst)
+    (dst / "logs.parquet").unlink()
+    duckdb.execute(f"COPY (SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) "
+                   f"FROM read_parquet('{src / 'logs.parquet'}')) TO '{dst / 'logs.parquet'}'")
+    job = Job.load(dst)
+    [(table, rows, first, last)] = job.unused_tables()
+    assert (table, rows) == ("logs", job.rows["logs"]) and first > job.window.end
+    assert f"Unused: logs: {rows} rows, none in the window or its baseline" in job.summary()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
+        {"thought": "done", "action": "finalize", "arguments": {
+        "root_causes": ["ts-contacts-service"], "root_cause": "The contacts service fails.",
+        "solution": "Roll it back.", "evidence": ["errors rose"], "responsibility": "contacts team"}}]))
+    r = rcagent("analyze", "--job", dst, "--backend", "scripted", "--script", script, "--store", tmp_path / "s.db")
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "logs:" in warnings[0] and "another time zone" in warnings[0]
