@@ -89,6 +89,9 @@ class Job:
         specs = meta.baseline if isinstance(meta.baseline, list) else [meta.baseline] if meta.baseline else []
         baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(specs)]
         con = duckdb.connect(":memory:")
+        # a file's zoned times (Parquet's timestamptz, a CSV's "+08:00") are read as UTC, whatever this
+        # machine's own zone is: DuckDB would otherwise convert them to local time
+        con.execute("SET TimeZone = 'UTC'")
         job = cls(path=path, id=meta.id, system=meta.system, alert=meta.alert, window=window, baseline=baseline,
                   con=con, source=meta.source or "")
         try:
@@ -153,17 +156,18 @@ class Job:
             else:
                 raise BadInput(f"{file}: unsupported table format (use .parquet or .csv)")
             raw.create_view(f"_raw_{table}")
-            present = set(raw.columns)
+            present = {c: str(type_) for c, type_ in zip(raw.columns, raw.types)}
         except duckdb.Error as exc:
             raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
         missing = [c for c in schema if c not in present and c not in OPTIONAL_COLUMNS.get(table, ())]
         if missing:
             raise BadInput(f"{file}: missing column(s) {', '.join(missing)} for table '{table}'")
         # The column names are the schema's own (checked present above), never the file's text.
-        cols = ", ".join(_typed(c, t) if c in present else f"NULL::{t} AS {c}" for c, t in schema.items())
+        cols = ", ".join(f"{_typed(c, t, present[c])} AS {c}" if c in present else f"NULL::{t} AS {c}"
+                         for c, t in schema.items())
         self.con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM _raw_{table}")
         typed_cols = [c for c, t in schema.items() if c in present and t != "VARCHAR"]
-        checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND TRY_CAST("{c}" AS {schema[c]}) IS NULL)'
+        checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND {_cast(c, schema[c], present[c])} IS NULL)'
                   for c in typed_cols]
         try:
             n, *bad = self.con.execute(f"SELECT count(*){''.join(', ' + c for c in checks)} "
@@ -324,12 +328,20 @@ def read_meta(folder: Path) -> JobMeta:
     return check(JobMeta, raw, str(meta_file))
 
 
-def _typed(column: str, kind: str) -> str:
+def _cast(column: str, kind: str, raw: str) -> str:
+    """The raw column (of DuckDB type `raw`) as `kind`, NULL where it does not parse. A text time goes
+    through TIMESTAMPTZ: its offset ("10:00+02:00") is applied, where a direct cast would drop it."""
+    if kind == "TIMESTAMP" and raw == "VARCHAR":
+        return f'TRY_CAST(TRY_CAST("{column}" AS TIMESTAMPTZ) AS TIMESTAMP)'
+    return f'TRY_CAST("{column}" AS {kind})'
+
+
+def _typed(column: str, kind: str, raw: str) -> str:
     if kind == "DOUBLE":   # NaN and inf are no measurement: they must never win a ranking
-        return f'CASE WHEN isfinite(TRY_CAST("{column}" AS DOUBLE)) THEN TRY_CAST("{column}" AS DOUBLE) END AS {column}'
+        return f'CASE WHEN isfinite({_cast(column, kind, raw)}) THEN {_cast(column, kind, raw)} END'
     if kind == "VARCHAR":
-        return f'left(CAST("{column}" AS VARCHAR), {TEXT_MAX}) AS {column}'
-    return f'TRY_CAST("{column}" AS {kind}) AS {column}'
+        return f'left(CAST("{column}" AS VARCHAR), {TEXT_MAX})'
+    return _cast(column, kind, raw)
 
 
 def _first_line(exc: Exception) -> str:

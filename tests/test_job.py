@@ -112,3 +112,49 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "logs:" in warnings[0] and "another time zone" in warnings[0]
+
+
+ZONED_CHECK = """
+import json, sys
+from rcagent.tools.overview import ranking
+from rcagent.job import Job
+out = {}
+for name in sys.argv[1:]:
+    job = Job.load(name)
+    out[name] = {"window": {t: job.query(f"SELECT count(*) FROM {t} WHERE {job.in_window(job.time_column(t))}")[0][0]
+                            for t in ("metrics", "logs")},
+                 "unused": job.unused_notes(), "top": [(n, round(s, 6)) for n, s, _ in ranking(job)[:5]]}
+print(json.dumps(out))
+"""
+
+
+def test_zoned_times_in_files_are_read_as_utc_whatever_the_machine_s_zone(tmp_path, job_of):
+    """A real job whose metrics CSV gives local times with their offset ("16:43:00+08:00") and whose logs
+    Parquet holds timestamptz, loaded on a machine set to Asia/Shanghai: the same rows fall in the window and
+    the same top five rank as from the job as imported (a direct cast dropped the offset; DuckDB read
+    timestamptz in the machine's zone)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import duckdb
+
+    src = job_of("2023-01-29_08_43")
+    dst = tmp_path / "zoned"
+    shutil.copytree(src, dst)
+    (dst / "metrics.parquet").unlink()
+    (dst / "logs.parquet").unlink()
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"COPY (SELECT strftime(timestamp + INTERVAL 8 HOUR, '%Y-%m-%dT%H:%M:%S.%f') || '+08:00' AS timestamp, "
+                f"* EXCLUDE (timestamp) FROM read_parquet('{src / 'metrics.parquet'}')) TO '{dst / 'metrics.csv'}' (HEADER)")
+    con.execute(f"COPY (SELECT CAST(CAST(timestamp AS VARCHAR) || '+00:00' AS TIMESTAMPTZ) AS timestamp, "
+                f"* EXCLUDE (timestamp) FROM read_parquet('{src / 'logs.parquet'}')) TO '{dst / 'logs.parquet'}'")
+    assert "TIMESTAMP WITH TIME ZONE" in str(con.execute(f"DESCRIBE SELECT * FROM '{dst / 'logs.parquet'}'").fetchall())
+    r = subprocess.run([sys.executable, "-c", ZONED_CHECK, str(src), str(dst)], capture_output=True, text=True,
+                       env={**os.environ, "TZ": "Asia/Shanghai"})
+    assert r.returncode == 0, r.stderr
+    imported, zoned = json.loads(r.stdout).values()
+    assert imported["window"]["metrics"] > 0 and imported["window"]["logs"] > 0
+    assert zoned == imported
