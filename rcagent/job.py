@@ -81,6 +81,8 @@ class Job:
     def load(cls, path: str | Path, redact: bool = True) -> "Job":
         """The job in `path`; with `redact`, its text columns read with secrets replaced (rcagent.redact)."""
         path = Path(path)
+        if path.name == "job.yaml" and path.is_file():   # `--job incident/job.yaml` names its folder
+            path = path.parent
         if not path.is_dir():
             raise BadInput(f"job folder not found: {path}")
         meta_file = path / "job.yaml"
@@ -321,6 +323,11 @@ def read_meta(folder: Path) -> JobMeta:
     """A job folder's job.yaml, validated (types, known keys only)."""
     meta_file = Path(folder) / "job.yaml"
     if not meta_file.is_file():
+        inner = sorted(f.parent.name for f in Path(folder).glob("*/job.yaml"))
+        if inner:   # a folder of jobs (an importer's `jobs/`) where one job was meant
+            raise BadInput(f"{meta_file}: missing; {folder} holds {len(inner)} job folder(s) ("
+                           f"{', '.join(inner[:3])}{', ...' if len(inner) > 3 else ''}): name one with --job, or "
+                           f"diagnose them all with `rcagent batch --jobs {folder}`")
         raise BadInput(f"{meta_file}: missing (a job folder needs job.yaml)")
     raw = load_yaml(meta_file, "job.yaml")
     if not isinstance(raw, dict):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,25 @@ def test_malformed_job_yaml_exits_2(tmp_path):
     r = rcagent("analyze", "--job", str(tmp_path), "--store", str(tmp_path / "s.db"))
     assert r.returncode == 2 and "job.yaml: not valid YAML" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_folder_of_jobs_is_one_line_naming_them_and_job_yaml_names_its_folder(job_of, tmp_path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    for name in ("b-job", "a-job", "c-job", "d-job"):
+        shutil.copytree(job_of("2023-01-29_08_43"), jobs / name)
+    r = rcagent("analyze", "--job", jobs, "--store", tmp_path / "s.db")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "holds 4 job folder(s) (a-job, b-job, c-job, ...)" in r.stderr and f"rcagent batch --jobs {jobs}" in r.stderr
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
+        {"thought": "done", "action": "finalize", "arguments": {
+        "root_causes": ["ts-contacts-service"], "root_cause": "The contacts service fails.",
+        "solution": "Roll it back.", "evidence": ["errors rose"], "responsibility": "contacts team"}}]))
+    r = rcagent("analyze", "--job", jobs / "a-job" / "job.yaml", "--backend", "scripted", "--script", script,
+                "--store", tmp_path / "s.db", "--quiet")
+    assert r.returncode == 0, r.stderr
 
 
 def test_remote_server_is_refused_without_permission(job_of, tmp_path):
