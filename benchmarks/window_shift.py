@@ -17,29 +17,16 @@ splits the imported one. NSigma, BARO and random run on the same moved windows, 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
-from rcagent.job import Job, Period
+from rcagent.job import Job, cut_around
 from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "starts earlier", "starts later", "ends earlier")
 METHODS = ("ranking", *BASELINES)
-
-
-def _outside(period: Period, start: dt.datetime, end: dt.datetime) -> list[Period]:
-    """The parts of a baseline period outside [start, end)."""
-    if period.end <= start or period.start >= end:
-        return [period]
-    parts = []
-    if period.start < start:
-        parts.append(replace(period, end=start))
-    if period.end > end:
-        parts.append(replace(period, start=end))
-    return parts
 
 
 def move_window(job: Job, variant: str, fraction: float) -> None:
@@ -54,7 +41,7 @@ def move_window(job: Job, variant: str, fraction: float) -> None:
     elif variant == "ends earlier":
         end -= shift
     job.window = replace(job.window, start=start, end=end)
-    job.baseline = [part for p in job.baseline for part in _outside(p, start, end)]
+    job.baseline = [part for p in job.baseline for part in cut_around(p, start, end)]
     job.cache.clear()
     split_at_onset(job)
 

@@ -82,7 +82,7 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
     stop_on_sigterm()
     click.echo(f"Loaded {job.id} ({job.system}): {len(job.entities)} entities; model {settings.backend}/{settings.model}",
                err=True)
-    for note in job.unused_notes():
+    for note in job.warnings():
         click.echo(f"warning: {note}", err=True)
 
     def progress(ev):

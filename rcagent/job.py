@@ -75,6 +75,7 @@ class Job:
     onset: Period | None = None  # the window before the onset found in it: the baseline of tables given none
     redactor: object | None = None   # rcagent.redact.Redactor when the text was redacted on load
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    notes: list[str] = field(default_factory=list)   # what loading changed of what job.yaml says, for the user
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
@@ -89,13 +90,17 @@ class Job:
         meta = read_meta(path)
         window = _period(meta.window, meta_file, "window")
         specs = meta.baseline if isinstance(meta.baseline, list) else [meta.baseline] if meta.baseline else []
-        baseline = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(specs)]
+        given = [_period(b, meta_file, f"baseline[{i}]") for i, b in enumerate(specs)]
+        baseline = [part for p in given for part in cut_around(p, window.start, window.end)]
         con = duckdb.connect(":memory:")
+        notes = [f"baseline {p.start:%Y-%m-%d %H:%M:%S} to {p.end:%Y-%m-%d %H:%M:%S} overlaps the window: only its "
+                 f"part outside the window is the baseline (the incident's own samples would hide it)"
+                 for p in given if p.start < window.end and window.start < p.end]
         # a file's zoned times (Parquet's timestamptz, a CSV's "+08:00") are read as UTC, whatever this
         # machine's own zone is: DuckDB would otherwise convert them to local time
         con.execute("SET TimeZone = 'UTC'")
         job = cls(path=path, id=meta.id, system=meta.system, alert=meta.alert, window=window, baseline=baseline,
-                  con=con, source=meta.source or "")
+                  con=con, source=meta.source or "", notes=notes)
         try:
             for table in TABLES:
                 job._register(table, (meta.tables or {}).get(table))
@@ -282,6 +287,11 @@ class Job:
             self.cache["unused"] = unused
         return self.cache["unused"]
 
+    def warnings(self) -> list[str]:
+        """What the user should know about how the job was read: a baseline cut around the window, unused
+        tables."""
+        return self.notes + self.unused_notes()
+
     def unused_notes(self) -> list[str]:
         """One line per table unused_tables() names, for the operator and the prompt."""
         return [f"{table}: {n} rows, none in the window or its baseline (they lie {first:%Y-%m-%d %H:%M:%S} to "
@@ -314,8 +324,8 @@ class Job:
                 f"\nInventory: {inv}\nRows: {tables}")
         if missing:
             text += f"\nNo data for: {', '.join(missing)}"
-        for note in self.unused_notes():
-            text += f"\nUnused: {note}"
+        for note in self.warnings():
+            text += f"\nNote: {note}"
         return text
 
 
@@ -370,6 +380,15 @@ def parse_time(value, where: str) -> dt.datetime:
     if ts.tzinfo is not None:
         ts = ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return ts
+
+
+def cut_around(period: Period, start: dt.datetime, end: dt.datetime) -> list[Period]:
+    """The parts of a baseline period before `start` and after `end`: a baseline that runs through the
+    window ("the last hour") would count the incident's own samples as normal."""
+    if period.end <= start or period.start >= end:
+        return [period]
+    parts = [Period(period.start, start, period.tables)] if period.start < start else []
+    return parts + ([Period(end, period.end, period.tables)] if period.end > end else [])
 
 
 def _period(spec: PeriodSpec, file: Path, where: str) -> Period:

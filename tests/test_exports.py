@@ -141,7 +141,7 @@ def test_job_create_from_every_sample_derives_entities_and_relations(tmp_path):
     made = json.loads(r.stdout)
     assert made["files"] == {"otlp": 3, "prometheus": 1, "loki": 2, "jaeger": 1, "kubernetes": 2, "change log": 2}
     assert {"reason": "NaN or infinite sample", "records": 2, "file": str(SAMPLES / "prometheus-range.json")} in made["skipped"]
-    assert made["unused"] == []
+    assert made["warnings"] == []
     job = Job.load(tmp_path / "job")
     kinds = {name: e.kind for name, e in job.entities.items()}
     assert kinds["payment-db"] == "database" and kinds["redis"] == "cache" and kinds["node-a"] == "node"
@@ -176,11 +176,11 @@ def test_job_create_names_tables_whose_times_miss_the_window(tmp_path):
     window = ["--window", "2024-05-01T18:00Z..2024-05-01T18:05Z"]
     r = rcagent("job", "create", tmp_path / "late", "--from", SAMPLES, *window, "--format", "json")
     assert r.returncode == 0, r.stderr
-    unused = json.loads(r.stdout)["unused"]
+    unused = json.loads(r.stdout)["warnings"]
     assert sorted(note.split(":")[0] for note in unused) == ["logs", "metrics", "traces"]
     assert all("another time zone" in note and "2024-05-01 10:0" in note for note in unused)
     text = rcagent("job", "create", tmp_path / "late2", "--from", SAMPLES, *window)
-    assert text.returncode == 0 and text.stdout.count("  unused: ") == 3
+    assert text.returncode == 0 and text.stdout.count("  warning: ") == 3
 
 
 def _one_line_error(r, *parts):

@@ -101,7 +101,7 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     job = Job.load(dst)
     [(table, rows, first, last)] = job.unused_tables()
     assert (table, rows) == ("logs", job.rows["logs"]) and first > job.window.end
-    assert f"Unused: logs: {rows} rows, none in the window or its baseline" in job.summary()
+    assert f"Note: logs: {rows} rows, none in the window or its baseline" in job.summary()
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
@@ -158,3 +158,39 @@ def test_zoned_times_in_files_are_read_as_utc_whatever_the_machine_s_zone(tmp_pa
     imported, zoned = json.loads(r.stdout).values()
     assert imported["window"]["metrics"] > 0 and imported["window"]["logs"] > 0
     assert zoned == imported
+
+
+def test_a_baseline_that_runs_through_the_window_is_cut_around_it(tmp_path, job_of):
+    """"The last ten minutes" as the baseline of a real job (08:41:09 to 08:52, its window 08:42 to 08:46
+    inside): only the parts before and after the window are compared with it, the user and the model are
+    told, and the contacts fault still ranks first (read as given, the fault's own samples made it normal)."""
+    import yaml
+
+    from rcagent.tools.overview import ranking
+
+    dst = tmp_path / "overlap"
+    shutil.copytree(job_of("2023-01-29_08_43"), dst)
+    meta = yaml.safe_load((dst / "job.yaml").read_text())
+    meta["baseline"] = [{"start": "2023-01-29T08:41:09Z", "end": "2023-01-29T08:52:00Z"}]
+    (dst / "job.yaml").write_text(yaml.safe_dump(meta))
+    job = Job.load(dst)
+    assert [(str(p.start), str(p.end)) for p in job.baseline] == [
+        ("2023-01-29 08:41:09", "2023-01-29 08:42:00"), ("2023-01-29 08:46:00", "2023-01-29 08:52:00")]
+    assert len(job.warnings()) == 1 and "overlaps the window" in job.summary()
+    assert ranking(job)[0][0].startswith("ts-contacts-service")
+
+
+@pytest.mark.parametrize("start, end, parts", [
+    ("00:00", "00:10", [("00:00", "00:10")]),                    # before the window: as given
+    ("00:05", "00:15", [("00:05", "00:10")]),                    # into the window: its part before
+    ("00:12", "00:18", []),                                      # inside the window: nothing
+    ("00:15", "00:30", [("00:20", "00:30")]),                    # out of the window: its part after
+    ("00:00", "00:30", [("00:00", "00:10"), ("00:20", "00:30")]),  # through the window: both parts
+])
+def test_baseline_periods_are_cut_to_their_parts_outside_the_window(tmp_path, start, end, parts):
+    meta = META.replace("baseline: [{start: '2024-01-01T00:00:00Z', end: '2024-01-01T00:10:00Z'}]",
+                        f"baseline: [{{start: '2024-01-01T{start}:00Z', end: '2024-01-01T{end}:00Z', tables: [logs]}}]")
+    job = Job.load(write(tmp_path / "job", meta=meta))
+    assert [(f"{p.start:%H:%M}", f"{p.end:%H:%M}", p.tables) for p in job.baseline] == [
+        (a, b, ("logs",)) for a, b in parts]
+    assert len(job.warnings()) == (parts != [(start, end)])

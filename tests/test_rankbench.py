@@ -214,3 +214,26 @@ def test_the_window_benchmark_keeps_baseline_periods_outside_the_moved_window(tm
     assert job.window.start == start - (end - start) / 4 and job.window.end == end
     baseline_start = job.baseline[0].start
     assert [(p.start, p.end) for p in job.baseline] == [(baseline_start, job.window.start)]   # cut where it overlapped
+
+
+def test_the_overlap_benchmark_ranks_as_a_job_whose_yaml_runs_its_baseline_through_the_window(tmp_path):
+    import yaml
+
+    from rcagent.job import Job
+    from rcagent.tools.overview import ranking
+    from tests.hostile import make_job
+
+    overlap = _script("baseline_overlap")
+    folder = make_job(tmp_path / "j")
+    job = Job.load(folder)
+    w = job.window
+    assert overlap.through_window(job, cut=False)
+    [span] = job.baseline
+    assert span.start < w.start and span.end >= w.end          # read as given: the window inside
+    meta = yaml.safe_load((folder / "job.yaml").read_text())
+    meta["baseline"] = [{"start": f"{span.start:%Y-%m-%dT%H:%M:%S}Z", "end": f"{span.end:%Y-%m-%dT%H:%M:%S}Z"}]
+    (folder / "job.yaml").write_text(yaml.safe_dump(meta))
+    job, written = Job.load(folder), Job.load(folder)
+    assert overlap.through_window(job, cut=True)
+    assert job.baseline == written.baseline and ranking(job) == ranking(written)   # cut as Job.load cuts it
+    assert all(p.end <= w.start or p.start >= w.end for p in job.baseline)

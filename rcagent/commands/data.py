@@ -64,7 +64,7 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
     if fmt == "json":
         click.echo(json.dumps({"job": str(made.folder), "rows": made.rows, "entities": made.kinds,
                                "files": dict(made.formats), "records": dict(made.records), "skipped": skipped,
-                               "renamed": made.renamed, "unused": made.unused}, indent=2))
+                               "renamed": made.renamed, "warnings": made.warnings}, indent=2))
         return
     click.echo(f"Created the job {made.folder} from {sum(made.formats.values())} files ("
                + ", ".join(f"{k} {n}" for k, n in sorted(made.formats.items())) + ")")
@@ -74,5 +74,5 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
         click.echo(f"  named as one entity: {name} -> {new}")
     for row in skipped:
         click.echo(f"  skipped {row['records']} {row['reason']} in {row['file']}")
-    for note in made.unused:
-        click.echo(f"  unused: {note}")
+    for note in made.warnings:
+        click.echo(f"  warning: {note}")

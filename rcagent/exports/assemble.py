@@ -50,7 +50,7 @@ class Created:
     records: Counter
     skipped: Counter
     renamed: dict[str, str] = field(default_factory=dict)
-    unused: list[str] = field(default_factory=list)     # Job.unused_notes(): tables outside every period
+    warnings: list[str] = field(default_factory=list)   # Job.warnings(): a baseline cut, unused tables
 
 
 def files_of(paths: list[Path], out: Collected) -> list[tuple[Path, bool]]:
@@ -268,7 +268,7 @@ def create_job(dest: Path, sources: list[Path], window: str, baseline: list[str]
     # a row read twice (overlapping export files, a collector's retried export) counts once
     rows = write_folder(con, dest, meta, {name: f"SELECT DISTINCT * FROM _src_{name}" for name in tables})
     job = Job.load(dest)   # the job reads back as every job does (validated on load)
-    unused = job.unused_notes()
+    warnings = job.warnings()
     job.con.close()
     kinds = Counter(e[1] for e in entities)
-    return Created(dest, rows, dict(kinds), out.files, out.records, out.skipped, renamed, unused)
+    return Created(dest, rows, dict(kinds), out.files, out.records, out.skipped, renamed, warnings)
