@@ -269,35 +269,45 @@ class Job:
         window's part before an onset: nothing of their own to compare the window with."""
         return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
 
-    def unused_tables(self) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
-        """(table, rows, first, last) of every table of series (metrics, traces, logs) that holds rows but
-        none inside the window or a baseline period of its own: times written in another zone than the
-        job's periods (local time where UTC was meant) would otherwise read as present and go unused."""
+    def unused_tables(self) -> list[tuple[str, int, int, dt.datetime, dt.datetime]]:
+        """(table, rows, rows in its baseline, first, last) of every table of series (metrics, traces, logs)
+        that holds rows but none inside the window: times written in another zone than the job's periods
+        (local time where UTC was meant; then none in the baseline either), a window given the wrong date, or
+        collection that stopped. Such a table would otherwise read as present and go unused."""
         if "unused" not in self.cache:
             unused = []
             for table in ("metrics", "traces", "logs"):
                 if not self.rows.get(table):
                     continue
                 col = self.time_column(table)
-                used, first, last = self.query(f"""SELECT count(*) FILTER (WHERE {self.in_window(col)}
-                                                       OR {self.in_baseline(table, col)}), min({col}), max({col})
-                                                   FROM {table}""")[0]
-                if not used and first is not None:
-                    unused.append((table, self.rows[table], first, last))
+                window, baseline, first, last = self.query(
+                    f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), count(*) FILTER (WHERE "
+                    f"{self.in_baseline(table, col)}), min({col}), max({col}) FROM {table}")[0]
+                if not window and first is not None:
+                    unused.append((table, self.rows[table], baseline, first, last))
             self.cache["unused"] = unused
         return self.cache["unused"]
 
     def warnings(self) -> list[str]:
-        """What the user should know about how the job was read: a baseline cut around the window, unused
-        tables."""
+        """What the user should know about how the job was read: a baseline cut around the window, tables
+        with nothing in the window."""
         return self.notes + self.unused_notes()
 
     def unused_notes(self) -> list[str]:
         """One line per table unused_tables() names, for the operator and the prompt."""
-        return [f"{table}: {n} rows, none in the window or its baseline (they lie {first:%Y-%m-%d %H:%M:%S} to "
-                f"{last:%Y-%m-%d %H:%M:%S} UTC; the window is {self.window.start:%Y-%m-%d %H:%M:%S} to "
-                f"{self.window.end:%Y-%m-%d %H:%M:%S}): are their times in another time zone?"
-                for table, n, first, last in self.unused_tables()]
+        notes = []
+        for table, n, baseline, first, last in self.unused_tables():
+            window = "the window from the onset found in it" if self.onset else "the window"
+            where = (f"they lie {first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S} UTC; {window} is "
+                     f"{self.window.start:%Y-%m-%d %H:%M:%S} to {self.window.end:%Y-%m-%d %H:%M:%S}")
+            if baseline:
+                inside = "in the window after its onset" if self.onset else "in the window"
+                notes.append(f"{table}: none of its {n} rows {inside} ({where}): did its collection stop, "
+                             "or is the window's date wrong?")
+            else:
+                notes.append(f"{table}: {n} rows, none in the window or its baseline ({where}): are their "
+                             "times in another time zone?")
+        return notes
 
     def summary(self) -> str:
         kinds: dict[str, int] = {}

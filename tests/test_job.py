@@ -99,8 +99,8 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     duckdb.execute(f"COPY (SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) "
                    f"FROM read_parquet('{src / 'logs.parquet'}')) TO '{dst / 'logs.parquet'}'")
     job = Job.load(dst)
-    [(table, rows, first, last)] = job.unused_tables()
-    assert (table, rows) == ("logs", job.rows["logs"]) and first > job.window.end
+    [(table, rows, baseline, first, last)] = job.unused_tables()
+    assert (table, rows, baseline) == ("logs", job.rows["logs"], 0) and first > job.window.end
     assert f"Note: logs: {rows} rows, none in the window or its baseline" in job.summary()
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
@@ -194,3 +194,16 @@ def test_baseline_periods_are_cut_to_their_parts_outside_the_window(tmp_path, st
     assert [(f"{p.start:%H:%M}", f"{p.end:%H:%M}", p.tables) for p in job.baseline] == [
         (a, b, ("logs",)) for a, b in parts]
     assert len(job.warnings()) == (parts != [(start, end)])
+
+
+def test_a_real_table_with_nothing_in_the_window_is_named(job_of):
+    """Online Boutique 2022-08-22 04:36: its traces stop a minute into the window, before the onset found in
+    it (all 23,292 spans fall in the part before it, their baseline). The job says so instead of reading as
+    a job with traces."""
+    job = Job.load(job_of("2022-08-22_04_36"))
+    [(table, rows, baseline, first, last)] = job.unused_tables()
+    assert table == "traces" and rows == baseline > 0 and last < job.window.start
+    [note] = job.warnings()
+    assert note.startswith(f"traces: none of its {rows} rows in the window") and "collection stop" in note
+    assert "the window from the onset found in it is" in note       # the window is split at an onset
+    assert f"Note: {note}" in job.summary()
