@@ -94,7 +94,8 @@ class Job:
         baseline = [part for p in given for part in cut_around(p, window.start, window.end)]
         con = duckdb.connect(":memory:")
         notes = [f"baseline {p.start:%Y-%m-%d %H:%M:%S} to {p.end:%Y-%m-%d %H:%M:%S} overlaps the window: only its "
-                 f"part outside the window is the baseline (the incident's own samples would hide it)"
+                 f"parts outside the window are compared with (read as given, the incident's own samples would "
+                 f"count as normal)"
                  for p in given if p.start < window.end and window.start < p.end]
         # a file's zoned times (Parquet's timestamptz, a CSV's "+08:00") are read as UTC, whatever this
         # machine's own zone is: DuckDB would otherwise convert them to local time
