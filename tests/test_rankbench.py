@@ -237,3 +237,12 @@ def test_the_overlap_benchmark_ranks_as_a_job_whose_yaml_runs_its_baseline_throu
     assert overlap.through_window(job, cut=True)
     assert job.baseline == written.baseline and ranking(job) == ranking(written)   # cut as Job.load cuts it
     assert all(p.end <= w.start or p.start >= w.end for p in job.baseline)
+
+
+def test_jobs_without_labels_beside_them_are_one_line_saying_where_labels_were_looked_for(tmp_path):
+    from tests.hostile import make_job
+
+    make_job(tmp_path / "mine" / "incident-1")
+    r = run_cli(["bench", "ranking", "--jobs", tmp_path / "mine"], tmp_path / "sandbox")
+    assert r.code == 2 and r.one_line and len(r.err.strip().splitlines()) == 1
+    assert f"no labels beside these jobs (looked for {tmp_path / 'labels'})" in r.err and "--labels" in r.err

@@ -227,6 +227,9 @@ def run(jobs_dir: Path, labels: Path | None = None, progress=None) -> list[dict]
     from rcagent.discovery import find_jobs
 
     jobs = find_jobs(jobs_dir)
+    if labels is None and not labels_dir(jobs[0].parent).is_dir():
+        raise BadInput(f"{jobs[0].parent}: no labels beside these jobs (looked for {labels_dir(jobs[0].parent)}): "
+                       "give the import folder (holding jobs/ and labels/) or --labels")
     labels = labels or labels_dir(jobs[0].parent)
     if not labels.is_dir():
         raise BadInput(f"--labels {labels}: not a folder")
