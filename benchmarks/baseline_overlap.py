@@ -12,15 +12,13 @@ PR@1 per system, NSigma / BARO / random on the same baselines, in the same run.
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
+from rcagent.eval.rankbench import labelled_jobs, pr1_by_variant, variant_table
 from rcagent.job import TABLES, Job, Period, cut_around
 from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "through the window, read as given", "through the window, cut")
-METHODS = ("ranking", *BASELINES)
 
 
 def through_window(job: Job, cut: bool) -> bool:
@@ -42,27 +40,11 @@ def main() -> None:
     ap.add_argument("--pattern", default="*")
     args = ap.parse_args()
     labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
-    groups = _groups({j: lab for j, (_, lab) in labels.items()})
-    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for job_id, (folder, label) in labels.items():
-        row = {VARIANTS[0]: pr1_by_method(folder, label),
-               VARIANTS[1]: pr1_by_method(folder, label, lambda job: through_window(job, cut=False)),
-               VARIANTS[2]: pr1_by_method(folder, label, lambda job: through_window(job, cut=True))}
-        if row[VARIANTS[1]] is None:   # no baseline to rewrite
-            continue
-        for v, pr1 in row.items():
-            for m in METHODS:
-                hits[groups[job_id]][v, m].append(pr1[m])
-                hits["all"][v, m].append(pr1[m])
+    hits = pr1_by_variant(labels, {VARIANTS[0]: None,
+                                   VARIANTS[1]: lambda job: through_window(job, cut=False),
+                                   VARIANTS[2]: lambda job: through_window(job, cut=True)})
     print("\nPR@1 with one baseline period through the window: the ranking (NSigma / BARO / random)\n")
-    print("| system | jobs | " + " | ".join(VARIANTS) + " |")
-    print("|---|---|" + "---|" * len(VARIANTS))
-    for g in sorted(hits, key=lambda g: (g == "all", g)):
-        def pct(v: str, m: str) -> str:
-            return f"{100 * sum(hits[g][v, m]) / len(hits[g][v, m]):.1f}"
-        print(f"| {g} | {len(hits[g][VARIANTS[0], 'ranking'])} | " + " | ".join(
-            f"{pct(v, 'ranking')} ({' / '.join(pct(v, m) for m in METHODS[1:])})" for v in VARIANTS) + " |")
-
+    print(variant_table(hits, list(VARIANTS)))
 
 if __name__ == "__main__":
     main()

@@ -17,16 +17,14 @@ splits the imported one. NSigma, BARO and random run on the same moved windows, 
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
+from rcagent.eval.rankbench import labelled_jobs, pr1_by_variant, variant_table
 from rcagent.job import Job, cut_around
 from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "starts earlier", "starts later", "ends earlier")
-METHODS = ("ranking", *BASELINES)
 
 
 def move_window(job: Job, variant: str, fraction: float) -> None:
@@ -53,29 +51,18 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, default=0.25, help="how far to move, as a share of the window")
     args = ap.parse_args()
     labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
-    groups = _groups({j: lab for j, (_, lab) in labels.items()})
-    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for job_id, (folder, label) in labels.items():
-        row = {v: pr1_by_method(folder, label, None if v == VARIANTS[0] else
-                                lambda job, v=v: move_window(job, v, args.fraction)) for v in VARIANTS}
-        for v, pr1 in row.items():
-            for m in METHODS:
-                hits[groups[job_id]][v, m].append(pr1[m])
-                hits["all"][v, m].append(pr1[m])
+
+    def report(job_id: str, row: dict) -> None:
         changed = [v for v in VARIANTS[1:] if row[v]["ranking"] != row[VARIANTS[0]]["ranking"]]
         if changed:
             print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v]['ranking'] else 'lost'}" for v in changed),
                   flush=True)
+
+    hits = pr1_by_variant(labels, {v: None if v == VARIANTS[0] else
+                                   lambda job, v=v: move_window(job, v, args.fraction) for v in VARIANTS}, report)
     print(f"\nPR@1 with the window moved by {args.fraction:.0%} of its length: the ranking "
           f"(NSigma / BARO / random)\n")
-    print("| system | jobs | " + " | ".join(VARIANTS) + " |")
-    print("|---|---|" + "---|" * len(VARIANTS))
-    for g in sorted(hits, key=lambda g: (g == "all", g)):
-        def pct(v: str, m: str) -> str:
-            return f"{100 * sum(hits[g][v, m]) / len(hits[g][v, m]):.1f}"
-        print(f"| {g} | {len(hits[g][VARIANTS[0], 'ranking'])} | " + " | ".join(
-            f"{pct(v, 'ranking')} ({' / '.join(pct(v, m) for m in METHODS[1:])})" for v in VARIANTS) + " |")
-
+    print(variant_table(hits, list(VARIANTS)))
 
 if __name__ == "__main__":
     main()

@@ -38,6 +38,16 @@ def rcagent(*args, env: dict | None = None):
     return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
+def contacts_script(path: Path) -> Path:
+    """A scripted model's run for the contacts case: one look at the logs, then the finalize."""
+    path.write_text(json.dumps([
+        {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
+        {"thought": "done", "action": "finalize", "arguments": {
+            "root_causes": ["ts-contacts-service"], "root_cause": "The contacts service fails.",
+            "solution": "Roll it back.", "evidence": ["errors rose"], "responsibility": "contacts team"}}]))
+    return path
+
+
 def test_missing_job_folder_exits_2_with_one_line(tmp_path):
     r = rcagent("analyze", "--job", str(tmp_path / "nope"), "--store", str(tmp_path / "s.db"))
     assert r.returncode == 2
@@ -59,12 +69,7 @@ def test_a_folder_of_jobs_is_one_line_naming_them_and_job_yaml_names_its_folder(
     r = rcagent("analyze", "--job", jobs, "--store", tmp_path / "s.db")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "holds 4 job folder(s) (a-job, b-job, c-job, ...)" in r.stderr and f"rcagent batch --jobs {jobs}" in r.stderr
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
-        {"thought": "done", "action": "finalize", "arguments": {
-        "root_causes": ["ts-contacts-service"], "root_cause": "The contacts service fails.",
-        "solution": "Roll it back.", "evidence": ["errors rose"], "responsibility": "contacts team"}}]))
+    script = contacts_script(tmp_path / "script.json")
     r = rcagent("analyze", "--job", jobs / "a-job" / "job.yaml", "--backend", "scripted", "--script", script,
                 "--store", tmp_path / "s.db", "--quiet")
     assert r.returncode == 0, r.stderr

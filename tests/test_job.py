@@ -86,10 +86,8 @@ def test_csv_job_matches_parquet(tmp_path, job_of):
 def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_path, job_of, monkeypatch):
     """A real job whose logs were written 8 hours late (local time where UTC was meant): the job, its
     summary (which the model reads) and `rcagent analyze` name the logs unused; the job as imported has none."""
-    import json
-
     import duckdb
-    from tests.test_cli import rcagent
+    from tests.test_cli import contacts_script, rcagent
 
     src = job_of("2023-01-29_08_43")
     assert Job.load(src).unused_tables() == []
@@ -102,12 +100,7 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     [(table, rows, baseline, first, last)] = job.unused_tables()
     assert (table, rows, baseline) == ("logs", job.rows["logs"], 0) and first > job.window.end
     assert f"Note: logs: {rows} rows, none in the window or its baseline" in job.summary()
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        {"thought": "look", "action": "logs", "arguments": {"entity": "ts-contacts-service"}},
-        {"thought": "done", "action": "finalize", "arguments": {
-        "root_causes": ["ts-contacts-service"], "root_cause": "The contacts service fails.",
-        "solution": "Roll it back.", "evidence": ["errors rose"], "responsibility": "contacts team"}}]))
+    script = contacts_script(tmp_path / "script.json")
     r = rcagent("analyze", "--job", dst, "--backend", "scripted", "--script", script, "--store", tmp_path / "s.db")
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]

@@ -83,6 +83,37 @@ def pr1_by_method(folder: Path, label: dict, change: Callable | None = None) -> 
         job.con.close()
 
 
+def pr1_by_variant(labels: dict[str, tuple[Path, dict]], variants: dict[str, Callable | None],
+                   on_job: Callable[[str, dict], None] | None = None) -> dict[str, dict[tuple[str, str], list]]:
+    """Per system group and "all": (variant, method) -> each job's PR@1, every variant being pr1_by_method's
+    `change` (None: the job as it is). A job that a variant does not apply to is left out of all of them;
+    `on_job(job_id, row)` sees each job's row of results."""
+    groups = _groups({j: lab for j, (_, lab) in labels.items()})
+    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for job_id, (folder, label) in labels.items():
+        row = {v: pr1_by_method(folder, label, change) for v, change in variants.items()}
+        if any(pr1 is None for pr1 in row.values()):
+            continue
+        if on_job is not None:
+            on_job(job_id, row)
+        for v, pr1 in row.items():
+            for m in ("ranking", *BASELINES):
+                for g in (groups[job_id], "all"):
+                    hits[g][v, m].append(pr1[m])
+    return hits
+
+
+def variant_table(hits: dict[str, dict[tuple[str, str], list]], variants: list[str]) -> str:
+    """pr1_by_variant's result as a Markdown table: the ranking's PR@1 (NSigma / BARO / random) per variant."""
+    lines = ["| system | jobs | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
+    for g in sorted(hits, key=lambda g: (g == "all", g)):
+        def cell(v: str, m: str) -> str:
+            return f"{100 * sum(hits[g][v, m]) / len(hits[g][v, m]):.1f}"
+        lines.append(f"| {g} | {len(hits[g][variants[0], 'ranking'])} | " + " | ".join(
+            f"{cell(v, 'ranking')} ({' / '.join(cell(v, m) for m in BASELINES)})" for v in variants) + " |")
+    return "\n".join(lines)
+
+
 def measure(jobs: list[Path], labels_root: Path, progress: Callable[[str], None] | None = None) -> list[dict]:
     """Per job: its group, and PR@1/RR of every grid setting (full and no-baseline) and of each baseline."""
     from rcagent.job import Job
