@@ -289,10 +289,21 @@ class Job:
             self.cache["unused"] = unused
         return self.cache["unused"]
 
+    def untimed(self) -> list[tuple[str, int]]:
+        """(table, rows) of every table of series whose time column is empty on some rows (a collector that
+        left it out, a CSV cell left blank): such rows fall in no period and are never compared."""
+        if "untimed" not in self.cache:
+            self.cache["untimed"] = [(table, n) for table in ("metrics", "traces", "logs") if self.rows.get(table)
+                                     for (n,) in self.query(f"SELECT count(*) FROM {table} "
+                                                            f"WHERE {self.time_column(table)} IS NULL") if n]
+        return self.cache["untimed"]
+
     def warnings(self) -> list[str]:
         """What the user should know about how the job was read: a baseline cut around the window, tables
-        with nothing in the window."""
-        return self.notes + self.unused_notes()
+        with nothing in the window, rows with no time."""
+        return self.notes + self.unused_notes() + [
+            f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
+            for table, n in self.untimed()]
 
     def unused_notes(self) -> list[str]:
         """One line per table unused_tables() names, for the operator and the prompt."""

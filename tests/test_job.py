@@ -107,6 +107,33 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     assert len(warnings) == 1 and "logs:" in warnings[0] and "another time zone" in warnings[0]
 
 
+
+def test_rows_without_a_time_are_named_not_silently_dropped(tmp_path, job_of):
+    """A real job whose logs lost every timestamp and whose metrics lost those of one pod (a collector that
+    left the column out, blank CSV cells): the job says how many rows of each table it cannot use, in its
+    warnings and in the summary the model reads; the job as imported has none."""
+    import duckdb
+
+    src = job_of("2023-01-29_08_43")
+    assert Job.load(src).untimed() == []
+    dst = tmp_path / "untimed"
+    shutil.copytree(src, dst)
+    pod = "ts-contacts-service-866bd68c97-xcqfx"
+    for table, blank in (("logs", "true"), ("metrics", f"entity = '{pod}'")):
+        (dst / f"{table}.parquet").unlink()
+        duckdb.execute(f"COPY (SELECT CASE WHEN {blank} THEN NULL ELSE timestamp END AS timestamp, "
+                       f"* EXCLUDE (timestamp) FROM read_parquet('{src / f'{table}.parquet'}')) "
+                       f"TO '{dst / f'{table}.parquet'}'")
+    job = Job.load(dst)
+    pod_rows = job.query("SELECT count(*) FROM metrics WHERE entity = $1", [pod])[0][0]
+    assert 0 < pod_rows < job.rows["metrics"]
+    assert job.untimed() == [("metrics", pod_rows), ("logs", job.rows["logs"])]
+    notes = [n for n in job.warnings() if "have no timestamp" in n]
+    assert notes == [f"metrics: {pod_rows} of its {job.rows['metrics']} rows have no timestamp and are not used",
+                     f"logs: {job.rows['logs']} of its {job.rows['logs']} rows have no timestamp and are not used"]
+    assert all(f"Note: {n}" in job.summary() for n in notes)
+
+
 ZONED_CHECK = """
 import json, sys
 from rcagent.tools.overview import ranking
