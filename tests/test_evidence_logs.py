@@ -69,6 +69,26 @@ def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
     assert found["named"][0] == pytest.approx(found["own"][0] * DEFAULT.symptom)
 
 
+
+def test_the_search_for_service_names_in_log_lines_reads_every_name_literally():
+    """The one pattern that finds log lines naming a service: hostile names (SQL, quotes, escapes, regex
+    syntax, a newline, RE2's own quoting) are found as written and match nothing else; no names, nothing."""
+    import duckdb
+
+    from rcagent.tools.log_signals import any_of
+    from tests.hostile import HOSTILE_NAMES
+
+    names = HOSTILE_NAMES + ["a.b", "(.*)", "[", "x\\Ey", "\\Q", "über-svc", "svc😀"]
+    pattern = any_of(names)
+
+    def matches(message: str, pat: str = pattern) -> bool:
+        return duckdb.execute("SELECT regexp_matches($m, $p)", {"m": message, "p": pat}).fetchone()[0]
+
+    assert all(matches(f"call to {name} failed") for name in names)
+    assert not any(matches(m) for m in ("axb", "anything at all", "xEy", "Q", "", "svc"))
+    assert not any(matches(m, any_of([])) for m in ("", "svc", "\x00"))
+
+
 def test_error_lines_of_a_job_with_no_service_entities_still_count(tmp_path):
     job = _warnings(make_job(tmp_path / "j"), "checkout timed out")
     write_table(job, "entities", "id VARCHAR, kind VARCHAR, service VARCHAR, node VARCHAR",
