@@ -270,24 +270,35 @@ class Job:
         window's part before an onset: nothing of their own to compare the window with."""
         return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
 
+    def coverage(self) -> list[tuple[str, int, int, dt.datetime, dt.datetime]]:
+        """(table, rows in the window, rows in its baseline, first, last) of every table of series (metrics,
+        traces, logs) with timed rows. Cached."""
+        if "coverage" not in self.cache:
+            out = []
+            for table in ("metrics", "traces", "logs"):
+                if self.rows.get(table):
+                    col = self.time_column(table)
+                    out += [(table, *row) for row in self.query(
+                        f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), count(*) FILTER (WHERE "
+                        f"{self.in_baseline(table, col)}), min({col}), max({col}) FROM {table}") if row[2] is not None]
+            self.cache["coverage"] = out
+        return self.cache["coverage"]
+
     def unused_tables(self) -> list[tuple[str, int, int, dt.datetime, dt.datetime]]:
         """(table, rows, rows in its baseline, first, last) of every table of series (metrics, traces, logs)
         that holds rows but none inside the window: times written in another zone than the job's periods
         (local time where UTC was meant; then none in the baseline either), a window given the wrong date, or
         collection that stopped. Such a table would otherwise read as present and go unused."""
-        if "unused" not in self.cache:
-            unused = []
-            for table in ("metrics", "traces", "logs"):
-                if not self.rows.get(table):
-                    continue
-                col = self.time_column(table)
-                window, baseline, first, last = self.query(
-                    f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), count(*) FILTER (WHERE "
-                    f"{self.in_baseline(table, col)}), min({col}), max({col}) FROM {table}")[0]
-                if not window and first is not None:
-                    unused.append((table, self.rows[table], baseline, first, last))
-            self.cache["unused"] = unused
-        return self.cache["unused"]
+        return [(table, self.rows[table], baseline, first, last)
+                for table, window, baseline, first, last in self.coverage() if not window]
+
+    def baseless_tables(self) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
+        """(table, rows in the window, first, last) of every table of series with rows in the window and a
+        baseline period that applies to it, but no row in it: collection that began late (after the onset
+        that made the window's first part its baseline), a baseline given the wrong date. Such a table reads
+        as compared with its past and has none."""
+        return [(table, window, first, last) for table, window, baseline, first, last in self.coverage()
+                if window and not baseline and self.baseline_seconds(table)]
 
     def untimed(self) -> list[tuple[str, int]]:
         """(table, rows) of every table of series whose time column is empty on some rows (a collector that
@@ -301,7 +312,7 @@ class Job:
     def warnings(self) -> list[str]:
         """What the user should know about how the job was read: a baseline cut around the window, tables
         with nothing in the window, rows with no time."""
-        return self.notes + self.unused_notes() + [
+        return self.notes + self.unused_notes() + self.baseless_notes() + [
             f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
             for table, n in self.untimed()]
 
@@ -319,6 +330,22 @@ class Job:
             else:
                 notes.append(f"{table}: {n} rows, none in the window or its baseline ({where}): are their "
                              "times in another time zone?")
+        return notes
+
+    def baseless_notes(self) -> list[str]:
+        """One line per table baseless_tables() names."""
+        notes = []
+        for table, n, first, last in self.baseless_tables():
+            if self.onset is not None and table in self.onset.tables:
+                notes.append(f"{table}: its {n} rows in the window all lie after the onset found in it at "
+                             f"{self.onset.end:%Y-%m-%d %H:%M:%S} UTC (they begin at {first:%H:%M:%S}): nothing "
+                             "of their own to compare them with")
+            else:
+                periods = "; ".join(f"{p.start:%Y-%m-%d %H:%M:%S} to {p.end:%Y-%m-%d %H:%M:%S}"
+                                    for p in self.baseline if table in p.tables)
+                notes.append(f"{table}: none of its rows lie in its baseline ({periods} UTC; they lie "
+                             f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S}): nothing of their own to "
+                             "compare the window with; is the baseline's date wrong?")
         return notes
 
     def summary(self) -> str:

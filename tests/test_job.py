@@ -216,6 +216,39 @@ def test_baseline_periods_are_cut_to_their_parts_outside_the_window(tmp_path, st
     assert len(job.warnings()) == (parts != [(start, end)])
 
 
+
+def test_a_real_table_with_nothing_before_the_onset_it_is_split_at_is_named(job_of):
+    """Online Boutique 2022-08-22 04:18: its traces come without a baseline and begin at 04:19:19, after the
+    onset found in the window (04:18:28), so the window's part before the onset, their only baseline, holds
+    none of them. The job says so instead of reading as compared with their own past."""
+    job = Job.load(job_of("2022-08-22_04_18"))
+    [(table, rows, first, last)] = job.baseless_tables()
+    assert table == "traces" and "traces" in job.onset.tables and first > job.onset.end
+    assert rows == job.rows["traces"] and job.unused_tables() == []
+    [note] = job.warnings()
+    assert note.startswith(f"traces: its {rows} rows in the window all lie after the onset found in it at")
+    assert f"Note: {note}" in job.summary()
+
+
+def test_a_baseline_given_the_wrong_date_is_named(tmp_path, job_of):
+    """A real job whose baseline periods were written a day early: every table has rows in the window and
+    none in the baseline, and each is named (the job as imported names none)."""
+    import yaml
+
+    src = job_of("2023-01-29_08_43")
+    assert Job.load(src).baseless_tables() == []
+    dst = tmp_path / "day-early"
+    shutil.copytree(src, dst)
+    meta = yaml.safe_load((dst / "job.yaml").read_text())
+    for period in meta["baseline"]:
+        period["start"], period["end"] = (str(period[k]).replace("2023-01-29", "2023-01-28") for k in ("start", "end"))
+    (dst / "job.yaml").write_text(yaml.safe_dump(meta))
+    job = Job.load(dst)
+    assert [t for t, *_ in job.baseless_tables()] == ["metrics", "traces", "logs"]
+    notes = [n for n in job.warnings() if "is the baseline's date wrong?" in n]
+    assert len(notes) == 3 and all(f"Note: {n}" in job.summary() for n in notes)
+
+
 def test_a_real_table_with_nothing_in_the_window_is_named(job_of):
     """Online Boutique 2022-08-22 04:36: its traces stop a minute into the window, before the onset found in
     it (all 23,292 spans fall in the part before it, their baseline). The job says so instead of reading as
