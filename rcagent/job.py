@@ -311,7 +311,7 @@ class Job:
 
     def warnings(self) -> list[str]:
         """What the user should know about how the job was read: a baseline cut around the window, tables
-        with nothing in the window, rows with no time."""
+        with nothing in the window or nothing in their baseline, rows with no time."""
         return self.notes + self.unused_notes() + self.baseless_notes() + [
             f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
             for table, n in self.untimed()]
@@ -337,8 +337,10 @@ class Job:
         notes = []
         for table, n, first, last in self.baseless_tables():
             if self.onset is not None and table in self.onset.tables:
+                col = self.time_column(table)
+                begin = self.query(f"SELECT min({col}) FROM {table} WHERE {self.in_window(col)}")[0][0]
                 notes.append(f"{table}: its {n} rows in the window all lie after the onset found in it at "
-                             f"{self.onset.end:%Y-%m-%d %H:%M:%S} UTC (they begin at {first:%H:%M:%S}): nothing "
+                             f"{self.onset.end:%Y-%m-%d %H:%M:%S} UTC (the first at {begin:%H:%M:%S}): nothing "
                              "of their own to compare them with")
             else:
                 periods = "; ".join(f"{p.start:%Y-%m-%d %H:%M:%S} to {p.end:%Y-%m-%d %H:%M:%S}"
