@@ -214,7 +214,9 @@ class Batch:
 
     def diagnose(self, job) -> Diagnosis:
         if self.method not in AGENT_METHODS:
-            return run_baseline(job, self.method, self.seed)
+            diagnosis = run_baseline(job, self.method, self.seed)
+            diagnosis.warnings = job.warnings()
+            return diagnosis
         from rcagent import modes
         from rcagent.serving import make_backend
         from rcagent.store import Store

@@ -37,6 +37,7 @@ class Diagnosis:
     span: dict = field(default_factory=dict)          # span mode: request, path, pool, evidence graph
     graph: dict = field(default_factory=dict)         # graph mode: the walk, its start, linked logs, picture
     redacted: dict = field(default_factory=dict)      # kind -> distinct values replaced by placeholders in the job
+    warnings: list[str] = field(default_factory=list) # how the job was read (Job.warnings): what it could not compare
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -21,10 +21,12 @@ def run(job, backend, store, settings, mode: str | None = None, progress: Callab
         graph_dir: Path | None = None) -> Diagnosis:
     """One analysis in `mode` (default: the settings' mode). `deadline` (time.monotonic()) and `cancel` end
     a run early (stored as timeout or interrupted); `progress` gets one event per step (react and sql).
-    The diagnosis reports how many distinct values redaction replaced in the job, by kind."""
+    The diagnosis reports how many distinct values redaction replaced in the job, by kind, and the job's
+    warnings."""
     d = _dispatch(job, backend, store, settings, mode, progress, deadline, cancel, graph_dir)
     if getattr(job, "redactor", None) is not None:
         d.redacted = job.redactor.counts()
+    d.warnings = job.warnings()
     return d
 
 

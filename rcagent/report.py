@@ -95,6 +95,7 @@ def render(d: Diagnosis | dict, fmt: str = "text") -> str:
         lines += ["", f"**Root cause.** {data['root_cause']}", "", f"**Solution.** {data['solution']}", "", *written,
                   f"**Responsibility.** {data['responsibility']}", "", "**Evidence.**"]
         lines += [f"- {e}" for e in data.get("evidence") or []] or ["- none cited"]
+        lines += ["", "**How the job was read.**", *[f"- {w}" for w in data["warnings"]]] if data.get("warnings") else []
         lines += ["", *[f"_{x}_  " for x in span_lines(data.get("span") or {})]] if data.get("span") else []
         lines += ["", *[f"_{x}_  " for x in graph_lines(data.get("graph") or {})]] if data.get("graph") else []
         consistency = render_consistency(data.get("consistency") or {})

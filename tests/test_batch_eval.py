@@ -83,6 +83,24 @@ def test_batch_resume_skips_finished_jobs_and_retries_errors(jobs_dir, tmp_path)
     assert len(out.read_text().splitlines()) == len(jobs)                   # the broken line is gone
 
 
+
+def test_batch_lines_carry_the_job_s_warnings(job_of, tmp_path):
+    """A real job whose traces end before the onset found in its window (Online Boutique 2022-08-22 04:36):
+    its result line says so, as `rcagent analyze` does on stderr; a job read without a warning has none."""
+    import shutil
+
+    folder = tmp_path / "jobs"
+    shutil.copytree(job_of("2022-08-22_04_36"), folder / "late")
+    shutil.copytree(job_of(CPU_HOG), folder / "plain")
+    out = tmp_path / "nsigma.jsonl"
+    r = rcagent("batch", "--jobs", folder, "--out", out, "--method", "nsigma", "--quiet")
+    assert r.returncode == 0, r.stderr
+    lines = {Path(row["job_path"]).name: row for row in read_results(out)}
+    assert lines["late"]["warnings"] == Job.load(folder / "late").warnings()
+    assert lines["late"]["warnings"][0].startswith("traces: none of its")
+    assert lines["plain"]["warnings"] == []
+
+
 def test_batch_timeout_records_the_job_as_unanswered(jobs_dir, tmp_path):
     step = json.dumps({"thought": "look", "action": "overview", "arguments": {}})
     script = tmp_path / "slow.json"

@@ -1,6 +1,7 @@
 """Job loading: validation with one clear message per problem; missing or empty tables still load."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -101,10 +102,14 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
     assert (table, rows, baseline) == ("logs", job.rows["logs"], 0) and first > job.window.end
     assert f"Note: logs: {rows} rows, none in the window or its baseline" in job.summary()
     script = contacts_script(tmp_path / "script.json")
-    r = rcagent("analyze", "--job", dst, "--backend", "scripted", "--script", script, "--store", tmp_path / "s.db")
+    r = rcagent("analyze", "--job", dst, "--backend", "scripted", "--script", script, "--store", tmp_path / "s.db",
+                "--out", tmp_path / "d.json", "--format", "md")
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "logs:" in warnings[0] and "another time zone" in warnings[0]
+    # the saved diagnosis and the Markdown report carry it too
+    assert json.loads((tmp_path / "d.json").read_text())["warnings"] == [warnings[0].removeprefix("warning: ")]
+    assert f"- {warnings[0].removeprefix('warning: ')}" in r.stdout
 
 
 
