@@ -9,6 +9,7 @@ import datetime as dt
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 from rapidfuzz import process, fuzz
@@ -56,6 +57,17 @@ class Entity:
     kind: str
     service: str | None = None
     node: str | None = None
+
+
+class Coverage(NamedTuple):
+    """One table of series against the job's periods (Job.coverage)."""
+    table: str
+    window: int                          # rows in the window
+    baseline: int                        # rows in the baseline periods that apply to it
+    untimed: int                         # rows with no time
+    first: dt.datetime | None            # its first and last timed row
+    last: dt.datetime | None
+    first_in_window: dt.datetime | None
 
 
 @dataclass
@@ -270,17 +282,17 @@ class Job:
         window's part before an onset: nothing of their own to compare the window with."""
         return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
 
-    def coverage(self) -> list[tuple[str, int, int, dt.datetime, dt.datetime]]:
-        """(table, rows in the window, rows in its baseline, first, last) of every table of series (metrics,
-        traces, logs) with timed rows. Cached."""
+    def coverage(self) -> list[Coverage]:
+        """How each table of series (metrics, traces, logs) with rows falls in the job's periods, from one
+        scan of it. Cached."""
         if "coverage" not in self.cache:
             out = []
-            for table in ("metrics", "traces", "logs"):
-                if self.rows.get(table):
-                    col = self.time_column(table)
-                    out += [(table, *row) for row in self.query(
-                        f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), count(*) FILTER (WHERE "
-                        f"{self.in_baseline(table, col)}), min({col}), max({col}) FROM {table}") if row[2] is not None]
+            for table in (t for t in ("metrics", "traces", "logs") if self.rows.get(t)):
+                col = self.time_column(table)
+                out.append(Coverage(table, *self.query(
+                    f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), "
+                    f"count(*) FILTER (WHERE {self.in_baseline(table, col)}), count(*) FILTER (WHERE {col} IS NULL), "
+                    f"min({col}), max({col}), min({col}) FILTER (WHERE {self.in_window(col)}) FROM {table}")[0]))
             self.cache["coverage"] = out
         return self.cache["coverage"]
 
@@ -289,25 +301,21 @@ class Job:
         that holds rows but none inside the window: times written in another zone than the job's periods
         (local time where UTC was meant; then none in the baseline either), a window given the wrong date, or
         collection that stopped. Such a table would otherwise read as present and go unused."""
-        return [(table, self.rows[table], baseline, first, last)
-                for table, window, baseline, first, last in self.coverage() if not window]
+        return [(c.table, self.rows[c.table], c.baseline, c.first, c.last) for c in self.coverage()
+                if not c.window and c.first is not None]
 
     def baseless_tables(self) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
         """(table, rows in the window, first, last) of every table of series with rows in the window and a
         baseline period that applies to it, but no row in it: collection that began late (after the onset
         that made the window's first part its baseline), a baseline given the wrong date. Such a table reads
         as compared with its past and has none."""
-        return [(table, window, first, last) for table, window, baseline, first, last in self.coverage()
-                if window and not baseline and self.baseline_seconds(table)]
+        return [(c.table, c.window, c.first, c.last) for c in self.coverage()
+                if c.window and not c.baseline and self.baseline_seconds(c.table)]
 
     def untimed(self) -> list[tuple[str, int]]:
         """(table, rows) of every table of series whose time column is empty on some rows (a collector that
         left it out, a CSV cell left blank): such rows fall in no period and are never compared."""
-        if "untimed" not in self.cache:
-            self.cache["untimed"] = [(table, n) for table in ("metrics", "traces", "logs") if self.rows.get(table)
-                                     for (n,) in self.query(f"SELECT count(*) FROM {table} "
-                                                            f"WHERE {self.time_column(table)} IS NULL") if n]
-        return self.cache["untimed"]
+        return [(c.table, c.untimed) for c in self.coverage() if c.untimed]
 
     def warnings(self) -> list[str]:
         """What the user should know about how the job was read: a baseline cut around the window, tables
@@ -337,8 +345,7 @@ class Job:
         notes = []
         for table, n, first, last in self.baseless_tables():
             if self.onset is not None and table in self.onset.tables:
-                col = self.time_column(table)
-                begin = self.query(f"SELECT min({col}) FROM {table} WHERE {self.in_window(col)}")[0][0]
+                begin = next(c.first_in_window for c in self.coverage() if c.table == table)
                 notes.append(f"{table}: its {n} rows in the window all lie after the onset found in it at "
                              f"{self.onset.end:%Y-%m-%d %H:%M:%S} UTC (the first at {begin:%H:%M:%S}): nothing "
                              "of their own to compare them with")
