@@ -20,6 +20,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   routine line that the calls of an operation still arriving no longer write (per request, from the onset
   inside the window: a change of the mix of requests moves nothing); the error lines and the routine lines
   count as two sources of evidence (what the code now writes, what it no longer reaches);
+- a caller that no longer calls (metrics and topology): two or more callees that only it calls stopped
+  receiving requests while it still serves its own and none of its callees got worse (it fails before it
+  calls them);
 - changes (deployment, config push, scaling) followed by a degradation of the changed entity on its own
   account, or of a changed service's caller right after its change (harmless rollouts are the rule: one
   shortly before an unrelated fault must not take its place).
@@ -30,6 +33,7 @@ onset found inside it weighs less: the baseline period differs from this day in 
 Rates are counts over the time a table recorded.
 A service inherits its pods' metric and log signals. The metric signals are in metric_signals.py, the call and
 gap signals in call_signals.py, the log signals in log_signals.py, the change signals in change_signals.py,
+the caller that no longer calls in stopped_calls.py,
 what a signal's reason says (serves worse, explained by another entity) in reasons.py. No system, dataset or
 service is named in any of them (a test checks).
 """
@@ -54,6 +58,7 @@ from rcagent.tools.common import short
 from rcagent.tools.log_signals import ROUTINE, log_rows, log_signals, request_line_rows, request_line_signals
 from rcagent.tools.metric_signals import metric_rows, metric_signals
 from rcagent.tools.reasons import PREEXISTING, client_side, worse_service
+from rcagent.tools.stopped_calls import stopped_call_signals
 
 LIMIT = 15
 BUCKET_MIN = 5           # a 30 s stretch of a callee's calls gives a p95 from this many calls
@@ -182,7 +187,7 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         if ent and ent.kind == "pod" and ent.service and ent.service != entity:
             found[ent.service].extend((s, f"{r} ({entity})", src) for s, r, src in found[entity]
                                       if src != "calls")
-    for entity, signal in change_signals(job, rows, params, found):
+    for entity, signal in [*change_signals(job, rows, params, found), *stopped_call_signals(job, found)]:
         found[entity].append(signal)
     for entity in found:
         found[entity].sort(reverse=True)
