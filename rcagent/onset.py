@@ -162,14 +162,17 @@ def _back_to_sample_start(job: Job, onset: dt.datetime, earliest: dt.datetime | 
 
 def usual_step(job: Job) -> float | None:
     """The metrics table's usual sampling step in the window, in seconds: the most common of its series'
-    median gaps (a sparse series, few requests, does not set it); None without metrics or repeated samples."""
+    median gaps (a sparse series, few requests, does not set it); None without metrics or repeated samples.
+    Cached: the signals of every ranking setting ask for it."""
     if not job.rows.get("metrics"):
         return None
-    return job.query(f"""
+    if "usual_step" not in job.cache:
+        job.cache["usual_step"] = job.query(f"""
             SELECT mode(step) FROM (SELECT median(gap) AS step FROM (
                 SELECT entity, metric, epoch(timestamp) - epoch(lag(timestamp) OVER (
                            PARTITION BY entity, metric ORDER BY timestamp)) AS gap
                 FROM metrics WHERE {job.in_window()} AND value IS NOT NULL) GROUP BY entity, metric)""")[0][0]
+    return job.cache["usual_step"]
 
 
 def split_at_onset(job: Job, at: dt.datetime | None = None) -> dt.datetime | None:

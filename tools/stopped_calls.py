@@ -25,7 +25,9 @@ def stopped_flags(job: Job) -> dict[str, list[bool]]:
     """entity -> for each of its traffic series with a baseline: whether it stopped in the window (never 0
     in the baseline; in the window not 0 until it is, then 0 to the end, for at least STOPPED_SAMPLES; its
     last request no more than a sample before the window, so a flow idle since before it did not stop
-    here)."""
+    here). Cached: it depends on the job alone, not on the ranking's setting."""
+    if "stopped_flags" in job.cache:
+        return job.cache["stopped_flags"]
     if not job.rows.get("metrics"):
         return {}
     base, win = job.in_baseline("metrics"), job.in_window()
@@ -43,6 +45,7 @@ def stopped_flags(job: Job) -> dict[str, list[bool]]:
         on = next((i for i, v in enumerate(values) if v == 0), len(values))
         out[entity].append(b_low > 0 and len(values) - on >= STOPPED_SAMPLES and not any(values[on:])
                            and (on > 0 or just_before))
+    job.cache["stopped_flags"] = out
     return out
 
 
