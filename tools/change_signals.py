@@ -93,12 +93,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     strongest such series counts."""
     if not rows["changes"] or not job.rows.get("metrics"):
         return {}
-    times: dict[str, list] = defaultdict(list)   # every event of a changed service (its rollout's new pods)
-    for entity, at in job.query("SELECT entity, timestamp FROM events WHERE timestamp < $end", {"end": job.window.end}):
-        ent = job.entities.get(entity)
-        name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
-        if name in rows["changes"] and at >= rows["changes"][name][2]:
-            times[name].append(at)
+    times = _change_times(job, rows["changes"])
     stats = {(e, m): (b, sd) for e, m, b, sd, *_ in rows["metrics"]}
     # the quality series that got worse, of entities with a changed callee: (entity, metric, its service,
     # the changed ones of it and its callees, the bounds its worse side crosses)
@@ -139,7 +134,9 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     # a series sparser than the table's usual step (few requests) cannot date its failure closer than that
     usual = usual_step(job)
     first_change = {c: min(at) for c, at in times.items()}
-    measured = _latency_measured(job, first_change) if any(LATENCY.search(w[1]) for w in worse) else set()
+    if "latency_measured" not in job.cache and any(LATENCY.search(w[1]) for w in worse):
+        job.cache["latency_measured"] = _latency_measured(job, first_change)
+    measured = job.cache.get("latency_measured", set())
     out: dict[str, tuple] = {}
     for entity, metric, service, changed, _, _, waiting in worse:
         onset, step = onsets.get((entity, metric), (None, None))
@@ -164,6 +161,21 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
         if score > out.get(nearest, (0.0,))[-1]:
             out[nearest] = (latest[nearest], entity, metric, onset, score)
     return out
+
+
+def _change_times(job: Job, changes: dict[str, tuple]) -> dict[str, list[dt.datetime]]:
+    """changed service -> the times of its events from its first change to the window's end (its rollout's
+    new pods' too). Cached: the ranking's settings do not change it, and a grid asks for it once each."""
+    if "change_times" not in job.cache:
+        times: dict[str, list] = defaultdict(list)
+        for entity, at in job.query("SELECT entity, timestamp FROM events WHERE timestamp < $end",
+                                    {"end": job.window.end}):
+            ent = job.entities.get(entity)
+            name = ent.service if ent and ent.kind == "pod" and ent.service in job.entities else entity
+            if name in changes and at >= changes[name][2]:
+                times[name].append(at)
+        job.cache["change_times"] = times
+    return job.cache["change_times"]
 
 
 def _latency_measured(job: Job, first_change: dict[str, dt.datetime]) -> set[str]:
