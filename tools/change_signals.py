@@ -120,17 +120,23 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     if not worse:
         return {}
     # each series' first window sample beyond its bounds, and its sampling step (the median gap), in one pass
-    onsets = {(e, m): (t, step) for e, m, t, step in job.query(f"""
-            WITH s AS (SELECT m.entity, m.metric, m.timestamp, m.value <= w.low OR m.value >= w.high AS beyond,
-                              epoch(m.timestamp) - epoch(lag(m.timestamp) OVER (PARTITION BY m.entity, m.metric
-                                                                                ORDER BY m.timestamp)) AS gap
-                       FROM metrics m JOIN (SELECT unnest($entities) AS entity, unnest($metrics) AS metric,
-                                                   unnest($lows) AS low, unnest($highs) AS high) w
-                            USING (entity, metric)
-                       WHERE {job.in_window('m.timestamp')})
-            SELECT entity, metric, min(timestamp) FILTER (WHERE beyond), median(gap) FROM s GROUP BY 1, 2""",
-            {"entities": [w[0] for w in worse], "metrics": [w[1] for w in worse],
-             "lows": [w[4] for w in worse], "highs": [w[5] for w in worse]})}
+    # (cached by series and bounds: the settings of a grid share most of them)
+    known = job.cache.setdefault("first_beyond", {})
+    todo = [w for w in worse if (w[0], w[1], w[4], w[5]) not in known]
+    if todo:
+        found_beyond = {(e, m): (t, step) for e, m, t, step in job.query(f"""
+                WITH s AS (SELECT m.entity, m.metric, m.timestamp, m.value <= w.low OR m.value >= w.high AS beyond,
+                                  epoch(m.timestamp) - epoch(lag(m.timestamp) OVER (PARTITION BY m.entity, m.metric
+                                                                                    ORDER BY m.timestamp)) AS gap
+                           FROM metrics m JOIN (SELECT unnest($entities) AS entity, unnest($metrics) AS metric,
+                                                       unnest($lows) AS low, unnest($highs) AS high) w
+                                USING (entity, metric)
+                           WHERE {job.in_window('m.timestamp')})
+                SELECT entity, metric, min(timestamp) FILTER (WHERE beyond), median(gap) FROM s GROUP BY 1, 2""",
+                {"entities": [w[0] for w in todo], "metrics": [w[1] for w in todo],
+                 "lows": [w[4] for w in todo], "highs": [w[5] for w in todo]})}
+        known.update({(w[0], w[1], w[4], w[5]): found_beyond.get((w[0], w[1]), (None, None)) for w in todo})
+    onsets = {(w[0], w[1]): known[w[0], w[1], w[4], w[5]] for w in worse}
     # a series sparser than the table's usual step (few requests) cannot date its failure closer than that
     usual = usual_step(job)
     first_change = {c: min(at) for c, at in times.items()}
