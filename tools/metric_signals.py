@@ -159,7 +159,9 @@ def traffic_began(metric: str, b_mean: float | None, b_sd: float | None) -> bool
 def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str, str]]:
     """(entity, resource metric) of a fall that at least half of the entities of its kind carrying the metric,
     and at least SHARED_MIN of them, share: less load arrived, which none of them caused. (A shared rise is
-    kept: a fault's extra work, retries and neighbours of a hog, spreads too.)"""
+    kept: a fault's extra work, retries and neighbours of a hog, spreads too.) Cached by z_min."""
+    if ("shared_falls", z_min) in job.cache:
+        return job.cache["shared_falls", z_min]
     carriers: dict[tuple, set[str]] = defaultdict(set)
     fell: dict[tuple, set[str]] = defaultdict(set)
     for entity, metric, z, *_ in series:
@@ -170,8 +172,10 @@ def _shared_falls(job: Job, series: list[tuple], z_min: float) -> set[tuple[str,
         carriers[key].add(entity)
         if z <= -z_min:
             fell[key].add(entity)
-    return {(entity, metric) for (kind, metric), who in fell.items()
-            if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[kind, metric]) for entity in who}
+    job.cache["shared_falls", z_min] = {(entity, metric) for (kind, metric), who in fell.items()
+                                        if len(who) >= SHARED_MIN and 2 * len(who) >= len(carriers[kind, metric])
+                                        for entity in who}
+    return job.cache["shared_falls", z_min]
 
 
 def service_of(job: Job, name: str) -> str:
