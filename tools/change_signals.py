@@ -140,9 +140,7 @@ def _callers_failed_after(job: Job, rows: dict, params: RankingParams, found: di
     # a series sparser than the table's usual step (few requests) cannot date its failure closer than that
     usual = usual_step(job)
     first_change = {c: min(at) for c, at in times.items()}
-    if "latency_measured" not in job.cache and any(LATENCY.search(w[1]) for w in worse):
-        job.cache["latency_measured"] = _latency_measured(job, first_change)
-    measured = job.cache.get("latency_measured", set())
+    measured = _latency_measured(job, first_change) if any(LATENCY.search(w[1]) for w in worse) else set()
     out: dict[str, tuple] = {}
     for entity, metric, service, changed, _, _, waiting in worse:
         onset, step = onsets.get((entity, metric), (None, None))
@@ -186,12 +184,17 @@ def _change_times(job: Job, changes: dict[str, tuple]) -> dict[str, list[dt.date
 
 def _latency_measured(job: Job, first_change: dict[str, dt.datetime]) -> set[str]:
     """The changed services with a latency sample after their first change, of their own or of a pod first
-    seen after it (the new version's; a pod the rollout had not replaced yet says nothing of it)."""
+    seen after it (the new version's; a pod the rollout had not replaced yet says nothing of it). Cached, as
+    the change times it is given are."""
+    if "latency_measured" in job.cache:
+        return job.cache["latency_measured"]
     owner = {name: name for name in first_change} | {
         pod: ent.service for pod, ent in job.entities.items() if ent.kind == "pod" and ent.service in first_change}
     rows = job.query("""SELECT entity, min(timestamp), max(timestamp) FILTER (WHERE regexp_matches(metric, $latency))
                         FROM metrics WHERE entity IN (SELECT unnest($entities)) AND value IS NOT NULL
                           AND timestamp < $end GROUP BY 1""",
                      {"latency": LATENCY.pattern, "entities": sorted(owner), "end": job.window.end})
-    return {owner[e] for e, first, last in rows
-            if last is not None and last >= first_change[owner[e]] and (e == owner[e] or first >= first_change[owner[e]])}
+    job.cache["latency_measured"] = {owner[e] for e, first, last in rows
+                                     if last is not None and last >= first_change[owner[e]]
+                                     and (e == owner[e] or first >= first_change[owner[e]])}
+    return job.cache["latency_measured"]
