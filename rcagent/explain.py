@@ -13,12 +13,21 @@ import re
 MIN_WORDS = 4
 
 
+# a word: letters (inner hyphens and apostrophes allowed) between spaces, with trailing punctuation
+WORD = re.compile(r"[(\"']?[A-Za-z]+(?:['-][A-Za-z]+)*[)\"'.,;:!?]*")
+# a small model's degenerate decoding: one character many times over ("19:02:00.000000000000011111111…")
+RUN = re.compile(r"(.)\1{9,}")
+
+
 def is_sentence(text: str, names: set[str], min_words: int = MIN_WORDS) -> bool:
-    """At least min_words words of letters, and not just an entity name, an action or a copied placeholder
-    (`<one sentence: ...>`, as a small model copies from a prompt's answer format)."""
-    words = re.findall(r"[A-Za-z][A-Za-z'-]+", text or "")
-    placeholder = re.fullmatch(r"\s*<[^<>]*>\s*", text or "")
-    return len(words) >= min_words and text.strip() not in names and not placeholder
+    """At least min_words words of letters separated by spaces, no character repeated ten times in a row,
+    and not just an entity name, an action or a copied placeholder (`<one sentence: ...>`, as a small model
+    copies from a prompt's answer format). An identifier is not a word: `pet_service_failure_2023-04-18`
+    reads as four words to a looser rule and is what SmolLM2 writes when it has nothing to say."""
+    text = text or ""
+    words = [w for w in text.split() if WORD.fullmatch(w)]
+    placeholder = re.fullmatch(r"\s*<[^<>]*>\s*", text)
+    return len(words) >= min_words and text.strip() not in names and not placeholder and not RUN.search(text)
 
 
 def explanation(entity: str, kind: str, reasons: list[str]) -> str:
