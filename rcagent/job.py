@@ -319,10 +319,30 @@ class Job:
 
     def warnings(self) -> list[str]:
         """What the user should know about how the job was read: a baseline cut around the window, tables
-        with nothing in the window or nothing in their baseline, rows with no time."""
+        with nothing in the window or nothing in their baseline, rows with no time, tables of series given
+        no baseline (compared within the window: a weaker answer)."""
+        return self._read_notes() + self.no_baseline_notes()
+
+    def _read_notes(self) -> list[str]:
         return self.notes + self.unused_notes() + self.baseless_notes() + [
             f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
             for table, n in self.untimed()]
+
+    def no_baseline_notes(self) -> list[str]:
+        """One line for the tables of series no given baseline period covers: they are compared with the
+        window's part before the onset found in it, or, with no onset, only entity against entity. A fault
+        already under way when the window begins then shows as no change, so the operator is told how to
+        get a firmer answer. (The summary the model reads says the same in its Baseline line.)"""
+        fix = "add a fault-free period before the incident to the job's baseline for a firmer answer"
+        seen = {c.table for c in self.coverage() if c.window}   # a table with nothing in it is named unused
+        if self.onset is not None and (split := [t for t in self.onset.tables if t in seen]):
+            return [f"{', '.join(split)}: no baseline given; compared with the window's part before the onset "
+                    f"found in it at {self.onset.end:%Y-%m-%d %H:%M:%S} UTC, so a fault already under way when "
+                    f"the window begins shows as no change: {fix}"]
+        if bare := [t for t in self.without_history() if t in seen]:
+            return [f"{', '.join(bare)}: no baseline given and no onset stands out in the window; compared "
+                    f"entity against entity only: {fix}"]
+        return []
 
     def unused_notes(self) -> list[str]:
         """One line per table unused_tables() names, for the operator and the prompt."""
@@ -382,7 +402,7 @@ class Job:
                 f"\nInventory: {inv}\nRows: {tables}")
         if missing:
             text += f"\nNo data for: {', '.join(missing)}"
-        for note in self.warnings():
+        for note in self._read_notes():
             text += f"\nNote: {note}"
         return text
 

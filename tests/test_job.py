@@ -230,9 +230,10 @@ def test_a_real_table_with_nothing_before_the_onset_it_is_split_at_is_named(job_
     [(table, rows, first, last)] = job.baseless_tables()
     assert table == "traces" and "traces" in job.onset.tables and first > job.onset.end
     assert rows == job.rows["traces"] and job.unused_tables() == []
-    [note] = job.warnings()
+    note, weaker = job.warnings()
     assert note.startswith(f"traces: its {rows} rows in the window all lie after the onset found in it at")
     assert f"Note: {note}" in job.summary()
+    assert weaker.startswith("traces: no baseline given; compared with the window's part before the onset")
 
 
 def test_a_baseline_given_the_wrong_date_is_named(tmp_path, job_of):
@@ -261,7 +262,31 @@ def test_a_real_table_with_nothing_in_the_window_is_named(job_of):
     job = Job.load(job_of("2022-08-22_04_36"))
     [(table, rows, baseline, first, last)] = job.unused_tables()
     assert table == "traces" and rows == baseline > 0 and last < job.window.start
-    [note] = job.warnings()
+    [note] = job.warnings()      # not also "no baseline given": nothing of it is compared
     assert note.startswith(f"traces: none of its {rows} rows in the window") and "collection stop" in note
     assert "the window from the onset found in it is" in note       # the window is split at an onset
     assert f"Note: {note}" in job.summary()
+
+
+def test_a_real_job_given_no_baseline_tells_the_operator_its_answer_is_weaker(tmp_path, job_of):
+    """PetSite low_traffic/test/issue_16 with its baseline removed: the window is split at the onset found in
+    it, and `rcagent batch` (as analyze) says so with the way to a firmer answer; not in the summary, whose
+    Baseline line already tells the model. The job as imported has no such line."""
+    import yaml
+    from tests.test_cli import rcagent
+
+    src = job_of("low_traffic/test/issue_16")
+    assert Job.load(src).warnings() == []
+    dst = tmp_path / "jobs" / "bare"
+    shutil.copytree(src, dst)
+    meta = yaml.safe_load((dst / "job.yaml").read_text())
+    meta["baseline"] = []
+    (dst / "job.yaml").write_text(yaml.safe_dump(meta))
+    job = Job.load(dst)
+    [note] = job.warnings()
+    assert note.startswith(f"metrics: no baseline given; compared with the window's part before the onset found in "
+                           f"it at {job.onset.end:%Y-%m-%d %H:%M:%S} UTC") and "fault-free period" in note
+    assert note not in job.summary() and "which had none: the window before the onset" in job.summary()
+    r = rcagent("batch", "--jobs", tmp_path / "jobs", "--out", tmp_path / "o.jsonl", "--method", "overview", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "o.jsonl").read_text())["warnings"] == [note]
