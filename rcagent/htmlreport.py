@@ -4,8 +4,9 @@ inline, charts inline SVG, no script and nothing fetched: the file opens on an a
 text from the job or the model is HTML-escaped.
 
 A run's page: the diagnosis (ranked root causes, root cause, solution, responsibility, the change that
-preceded the top cause), the evidence (the diagnosis' evidence lines; the most moved metric series of the
-top causes, baseline against window, the window shaded; the stored snapshots, expandable), the
+preceded the top cause), how the job was read (its warnings: a table not compared, no baseline given), the
+evidence (the diagnosis' evidence lines; the most moved metric series of the top causes, baseline against
+window, the window shaded; the stored snapshots, expandable), the
 investigation (each step: thought, action, arguments, verdict, repairs, observation head, linked to its
 snapshot; span mode's and graph mode's pictures and walk), and the run's figures with what was redacted.
 """
@@ -141,6 +142,9 @@ def run_page(store, run_id: str) -> str:
         parts.append(f'<p class="muted">The model named {esc(", ".join(d["model_root_causes"]))}; the ranking '
                      f'adds the evidence ranking.</p>')
 
+    if d.get("warnings"):
+        parts.append('<h2 id="read">How the job was read</h2><ul class="warnings">'
+                     + "".join(f"<li>{esc(w)}</li>" for w in d["warnings"]) + "</ul>")
     parts.append('<h2 id="evidence">Evidence</h2><ul class="evidence">')
     parts += [f"<li>{esc(e)}</li>" for e in d.get("evidence") or []] or ["<li>none cited</li>"]
     parts.append("</ul>")

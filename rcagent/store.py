@@ -215,6 +215,8 @@ class Store:
         redactor = getattr(job, "redactor", None)
         if record.diagnosis is not None and redactor is not None:
             record.diagnosis["redacted"] = redactor.counts()
+        if record.diagnosis is not None and hasattr(job, "warnings"):   # how the job was read, for the run's page
+            record.diagnosis["warnings"] = job.warnings()
         self.end_run(record.id, record.status, record.diagnosis)
 
     def add_redactions(self, run_id: str, redactor) -> None:

@@ -290,3 +290,21 @@ def test_a_real_job_given_no_baseline_tells_the_operator_its_answer_is_weaker(tm
     r = rcagent("batch", "--jobs", tmp_path / "jobs", "--out", tmp_path / "o.jsonl", "--method", "overview", "--quiet")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "o.jsonl").read_text())["warnings"] == [note]
+    # analyze says it on stderr, and the run's stored diagnosis and its HTML page keep it
+    import html
+
+    from rcagent.htmlreport import run_page
+    from rcagent.store import Store
+    culprit = "payforadoption_AWS::ECS::Container"
+    (tmp_path / "script.json").write_text(json.dumps([
+        {"thought": "look", "action": "metrics", "arguments": {"entity": culprit}},
+        {"thought": "done", "action": "finalize", "arguments": {
+            "root_causes": [culprit], "root_cause": "Its availability fell.", "solution": "Roll it back.",
+            "evidence": ["availability fell"], "responsibility": "its team"}}]))
+    r = rcagent("analyze", "--job", dst, "--backend", "scripted", "--script", tmp_path / "script.json",
+                "--store", tmp_path / "s.db", "--out", tmp_path / "d.json")
+    assert r.returncode == 0, r.stderr
+    assert f"warning: {note}" in r.stderr.splitlines()
+    run_id = json.loads((tmp_path / "d.json").read_text())["run_id"]
+    assert json.loads(Store(tmp_path / "s.db").get_run(run_id)["diagnosis"])["warnings"] == [note]
+    assert "How the job was read" in (text := run_page(Store(tmp_path / "s.db"), run_id)) and html.escape(note) in text
