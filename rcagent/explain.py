@@ -13,8 +13,8 @@ import re
 MIN_WORDS = 4
 
 
-# a word: letters (inner hyphens and apostrophes allowed) between spaces, with trailing punctuation
-WORD = re.compile(r"[(\"']?[A-Za-z]+(?:['-][A-Za-z]+)*[)\"'.,;:!?]*")
+# a word: letters of any script (inner hyphens and apostrophes allowed) between spaces, with punctuation
+WORD = re.compile(r"[(\"']?[^\W\d_]+(?:['-][^\W\d_]+)*[)\"'.,;:!?]*")
 # a small model's degenerate decoding: one character many times over ("19:02:00.000000000000011111111…")
 RUN = re.compile(r"(.)\1{9,}")
 

@@ -6,9 +6,9 @@ text from the job or the model is HTML-escaped.
 A run's page: the diagnosis (ranked root causes, root cause, solution, responsibility, the change that
 preceded the top cause), how the job was read (its warnings: a table not compared, no baseline given), the
 evidence (the diagnosis' evidence lines; the most moved metric series of the top causes, baseline against
-window, the window shaded; the stored snapshots, expandable), the
-investigation (each step: thought, action, arguments, verdict, repairs, observation head, linked to its
-snapshot; span mode's and graph mode's pictures and walk), and the run's figures with what was redacted.
+window, the window shaded; the stored snapshots, expandable), the investigation (each step: thought, action,
+arguments, verdict, repairs, observation head, linked to its snapshot; span mode's and graph mode's pictures
+and walk), and the run's figures with what was redacted.
 """
 from __future__ import annotations
 

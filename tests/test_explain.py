@@ -40,3 +40,4 @@ def test_an_identifier_or_a_degenerate_run_is_not_a_sentence():
     assert is_sentence("The PetSearch_AWS::ECS::Fargate latency rose sharply.", set())   # a name among words
     assert is_sentence("It's the cart's (redis) fault, isn't it?", set())
     assert is_sentence("contacts team", set(), min_words=2)
+    assert is_sentence("Le service échoue à chaque appel.", set())   # letters of any script
