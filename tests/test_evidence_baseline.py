@@ -266,6 +266,26 @@ def test_on_a_real_job_the_load_of_another_day_is_told_from_the_fault(job_of):
     assert ranking(job)[0][0] in (culprit, lab["root_causes"][0]["service"])
 
 
+def test_the_part_before_the_onset_is_judged_whole_not_split_again(job_of, monkeypatch):
+    # TrainTicket with traces: the window's part before its onset is scored to see what it already showed;
+    # the onset is searched for once, in the window, never again inside that part
+    import rcagent.tools.overview as overview_module
+
+    searched = []
+    real = overview_module.find_onset
+
+    def counting(job, *args):
+        searched.append((job.window.start, job.window.end))
+        return real(job, *args)
+
+    monkeypatch.setattr(overview_module, "find_onset", counting)
+    job = Job.load(job_of("2023-01-29_14_23"))
+    assert job.rows.get("traces") and job.baseline
+    found = scores(job)
+    assert searched == [(job.window.start, job.window.end)]
+    assert any("before the onset" in why for sigs in found.values() for _, why, _ in sigs)
+
+
 def test_only_a_signal_seen_before_the_onset_is_marked_so(tmp_path):
     job = make_job(tmp_path / "j")
     con = duckdb.connect()

@@ -96,7 +96,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
-        onset = _onset_inside(job) or job.window.start
+        # the part before the onset (see _before_onset) is judged whole: an onset inside it is no incident's
+        onset = (None if job.cache.get("part") else _onset_inside(job)) or job.window.start
         for level in ("callee", "callee_pod"):   # a column of the edges table
             calls = job.query(f"""
                     SELECT {level}, count(*) FILTER (WHERE {base}), count(*) FILTER (WHERE {win}),
