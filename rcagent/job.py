@@ -64,6 +64,7 @@ class Coverage(NamedTuple):
     table: str
     window: int                          # rows in the window
     baseline: int                        # rows in the baseline periods that apply to it
+    given: int                           # ... in those of them job.yaml gave (not the part before an onset)
     untimed: int                         # rows with no time
     first: dt.datetime | None            # its first and last timed row
     last: dt.datetime | None
@@ -211,10 +212,11 @@ class Job:
         """SQL condition: the column falls inside the flagged window."""
         return f"({column} >= TIMESTAMP '{self.window.start}' AND {column} < TIMESTAMP '{self.window.end}')"
 
-    def in_baseline(self, table: str, column: str = "timestamp") -> str:
-        """SQL condition: the column falls inside a baseline period that applies to this table."""
+    def in_baseline(self, table: str, column: str = "timestamp", given: bool = False) -> str:
+        """SQL condition: the column falls inside a baseline period that applies to this table (`given`: one
+        that job.yaml gave, not the window's part before an onset)."""
         parts = [f"({column} >= TIMESTAMP '{p.start}' AND {column} < TIMESTAMP '{p.end}')"
-                 for p in self.baseline if table in p.tables]
+                 for p in self.baseline if table in p.tables and not (given and p is self.onset)]
         return "(" + " OR ".join(parts) + ")" if parts else "false"
 
     def baseline_seconds(self, table: str) -> float:
@@ -278,9 +280,16 @@ class Job:
         return names
 
     def without_history(self) -> list[str]:
-        """The tables of series (metrics, traces, logs) that have rows but no baseline period, not even the
-        window's part before an onset: nothing of their own to compare the window with."""
-        return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and not self.baseline_seconds(t)]
+        """The tables of series (metrics, traces, logs) that have rows but none in a baseline period, not even
+        in the window's part before an onset: no period applies to them, or those that do hold none of their
+        rows (a baseline given the wrong date). Nothing of their own to compare the window with."""
+        empty = {c.table for c in self.coverage() if not c.baseline}
+        return [t for t in ("metrics", "traces", "logs") if self.rows.get(t) and (not self.baseline_seconds(t)
+                                                                                 or t in empty)]
+
+    def given_baseline(self, table: str) -> bool:
+        """Whether job.yaml gave a baseline period that applies to the table."""
+        return any(table in p.tables for p in self.baseline if p is not self.onset)
 
     def coverage(self) -> list[Coverage]:
         """How each table of series (metrics, traces, logs) with rows falls in the job's periods, from one
@@ -291,7 +300,9 @@ class Job:
                 col = self.time_column(table)
                 out.append(Coverage(table, *self.query(
                     f"SELECT count(*) FILTER (WHERE {self.in_window(col)}), "
-                    f"count(*) FILTER (WHERE {self.in_baseline(table, col)}), count(*) FILTER (WHERE {col} IS NULL), "
+                    f"count(*) FILTER (WHERE {self.in_baseline(table, col)}), "
+                    f"count(*) FILTER (WHERE {self.in_baseline(table, col, given=True)}), "
+                    f"count(*) FILTER (WHERE {col} IS NULL), "
                     f"min({col}), max({col}), min({col}) FILTER (WHERE {self.in_window(col)}) FROM {table}")[0]))
             self.cache["coverage"] = out
         return self.cache["coverage"]
@@ -307,10 +318,12 @@ class Job:
     def baseless_tables(self) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
         """(table, rows in the window, first, last) of every table of series with rows in the window and a
         baseline period that applies to it, but no row in it: collection that began late (after the onset
-        that made the window's first part its baseline), a baseline given the wrong date. Such a table reads
-        as compared with its past and has none."""
+        that made the window's first part its baseline), a baseline given the wrong date (then the window is
+        split at its onset, as for a table given none). Such a table reads as compared with its past and has
+        none."""
         return [(c.table, c.window, c.first, c.last) for c in self.coverage()
-                if c.window and not c.baseline and self.baseline_seconds(c.table)]
+                if c.window and ((not c.baseline and self.baseline_seconds(c.table))
+                                 or (not c.given and self.given_baseline(c.table)))]
 
     def untimed(self) -> list[tuple[str, int]]:
         """(table, rows) of every table of series whose time column is empty on some rows (a collector that
@@ -329,20 +342,28 @@ class Job:
             for table, n in self.untimed()]
 
     def no_baseline_notes(self) -> list[str]:
-        """One line for the tables of series no given baseline period covers: they are compared with the
-        window's part before the onset found in it, or, with no onset, only entity against entity. A fault
+        """One line for the tables of series no given baseline period covers (or none of whose rows the given
+        periods hold): they are compared with the window's part before the onset found in it, or, with no
+        onset, only entity against entity. A fault
         already under way when the window begins then shows as no change, so the operator is told how to
         get a firmer answer. (The summary the model reads says the same in its Baseline line.)"""
         fix = "add a fault-free period before the incident to the job's baseline for a firmer answer"
         seen = {c.table for c in self.coverage() if c.window}   # a table with nothing in it is named unused
         if self.onset is not None and (split := [t for t in self.onset.tables if t in seen]):
-            return [f"{', '.join(split)}: no baseline given; compared with the window's part before the onset "
+            return [f"{', '.join(split)}: {self._lacking(split)}; compared with the window's part before the onset "
                     f"found in it at {self.onset.end:%Y-%m-%d %H:%M:%S} UTC, so a fault already under way when "
                     f"the window begins shows as no change: {fix}"]
         if bare := [t for t in self.without_history() if t in seen]:
-            return [f"{', '.join(bare)}: no baseline given and no onset stands out in the window; compared "
+            return [f"{', '.join(bare)}: {self._lacking(bare)} and no onset stands out in the window; compared "
                     f"entity against entity only: {fix}"]
         return []
+
+    def _lacking(self, tables: list[str]) -> str:
+        """What the tables lack: a baseline, or rows in the one given (baseless_notes says where they lie)."""
+        given = [self.given_baseline(t) for t in tables]
+        their = "its" if len(tables) == 1 else "their"
+        return ("no baseline given" if not any(given) else f"none of {their} rows in the baseline given" if all(given)
+                else "no baseline given, or none of their rows in it")
 
     def unused_notes(self) -> list[str]:
         """One line per table unused_tables() names, for the operator and the prompt."""
@@ -363,15 +384,16 @@ class Job:
     def baseless_notes(self) -> list[str]:
         """One line per table baseless_tables() names."""
         notes = []
+        empty = {c.table for c in self.coverage() if not c.baseline}
         for table, n, first, last in self.baseless_tables():
-            if self.onset is not None and table in self.onset.tables:
+            if self.onset is not None and table in self.onset.tables and table in empty:
                 begin = next(c.first_in_window for c in self.coverage() if c.table == table)
                 notes.append(f"{table}: its {n} rows in the window all lie after the onset found in it at "
                              f"{self.onset.end:%Y-%m-%d %H:%M:%S} UTC (the first at {begin:%H:%M:%S}): nothing "
                              "of their own to compare them with")
             else:
                 periods = "; ".join(f"{p.start:%Y-%m-%d %H:%M:%S} to {p.end:%Y-%m-%d %H:%M:%S}"
-                                    for p in self.baseline if table in p.tables)
+                                    for p in self.baseline if table in p.tables and p is not self.onset)
                 notes.append(f"{table}: none of its rows lie in its baseline ({periods} UTC; they lie "
                              f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S}): nothing of their own to "
                              "compare the window with; is the baseline's date wrong?")

@@ -141,9 +141,12 @@ def test_job_create_from_every_sample_derives_entities_and_relations(tmp_path):
     made = json.loads(r.stdout)
     assert made["files"] == {"otlp": 3, "prometheus": 1, "loki": 2, "jaeger": 1, "kubernetes": 2, "change log": 2}
     assert {"reason": "NaN or infinite sample", "records": 2, "file": str(SAMPLES / "prometheus-range.json")} in made["skipped"]
-    # the samples hold the window's five minutes only: the baseline given has nothing of theirs
-    assert [w.split(":")[0] for w in made["warnings"]] == ["metrics", "traces", "logs"]
-    assert all("none of its rows lie in its baseline" in w for w in made["warnings"])
+    # the samples hold the window's five minutes only: the baseline given has nothing of theirs, so the job is
+    # read as one given no baseline, and says so
+    *misdated, how = made["warnings"]
+    assert [w.split(":")[0] for w in misdated] == ["metrics", "traces", "logs"]
+    assert all("none of its rows lie in its baseline" in w for w in misdated)
+    assert how.startswith("metrics, traces, logs: none of their rows in the baseline given")
     job = Job.load(tmp_path / "job")
     kinds = {name: e.kind for name, e in job.entities.items()}
     assert kinds["payment-db"] == "database" and kinds["redis"] == "cache" and kinds["node-a"] == "node"

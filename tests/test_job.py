@@ -8,6 +8,8 @@ import pytest
 
 from rcagent.errors import BadInput
 from rcagent.job import Job
+from rcagent.onset import without_baseline
+from rcagent.tools.overview import ranking
 
 META = """id: tiny
 system: test
@@ -253,6 +255,37 @@ def test_a_baseline_given_the_wrong_date_is_named(tmp_path, job_of):
     assert [t for t, *_ in job.baseless_tables()] == ["metrics", "traces", "logs"]
     notes = [n for n in job.warnings() if "is the baseline's date wrong?" in n]
     assert len(notes) == 3 and all(f"Note: {n}" in job.summary() for n in notes)
+    # ... and read as a job given no baseline: split at the onset found in its window, the culprit named as
+    # there (it was not: compared with an empty baseline, its log lines and calls had nothing to differ from)
+    assert job.onset is not None and job.onset.tables == ("metrics", "traces", "logs")
+    assert job.warnings()[-1].startswith("metrics, traces, logs: none of their rows in the baseline given; compared "
+                                         "with the window's part before the onset found in it at")
+    bare = Job.load(src)
+    without_baseline(bare)
+    assert ranking(job)[:2] == ranking(bare)[:2] and ranking(job)[0][0] == "ts-contacts-service"
+
+
+def test_a_real_job_whose_baseline_holds_none_of_its_rows_still_names_what_moved(tmp_path, job_of):
+    """SockShop user-cpu/2 with its baseline period given a day early: read as a job given no baseline (split
+    at the onset found in its window, its services also compared with each other), the CPU hog is named as
+    it is there; it used to be "nothing moved", the window compared with an empty baseline."""
+    import yaml
+
+    src = job_of("user-cpu/2")
+    dst = tmp_path / "day-early"
+    shutil.copytree(src, dst)
+    meta = yaml.safe_load((dst / "job.yaml").read_text())
+    meta["baseline"][0]["start"], meta["baseline"][0]["end"] = "2022-05-16T22:15:00Z", "2022-05-16T22:19:38Z"
+    (dst / "job.yaml").write_text(yaml.safe_dump(meta))
+    job = Job.load(dst)
+    bare = Job.load(src)
+    without_baseline(bare)
+    assert job.onset == bare.onset and job.onset.tables == ("metrics",)
+    assert ranking(job)[:3] == ranking(bare)[:3] and ranking(job)[0][0] == "user"
+    *_, misdated, weaker = job.warnings()
+    assert "none of its rows lie in its baseline (2022-05-16 22:15:00 to 2022-05-16 22:19:38 UTC" in misdated
+    assert weaker.startswith("metrics: none of its rows in the baseline given; compared with the window's part "
+                             "before the onset found in it")
 
 
 def test_a_real_table_with_nothing_in_the_window_is_named(job_of):
