@@ -24,6 +24,7 @@ from rcagent.tools.overview import ranking
 
 DAYS = 1
 VARIANTS = ("as imported", f"baseline {DAYS} day(s) early", "no baseline")
+silent: list[bool] = []   # per job with a moved baseline: whether the ranking answered with nothing
 
 
 def misdated(job: Job) -> bool:
@@ -45,9 +46,6 @@ def bare(job: Job) -> bool:
         return False
     without_baseline(job)
     return True
-
-
-silent: list[bool] = []
 
 
 def main() -> None:

@@ -344,9 +344,9 @@ class Job:
     def no_baseline_notes(self) -> list[str]:
         """One line for the tables of series no given baseline period covers (or none of whose rows the given
         periods hold): they are compared with the window's part before the onset found in it, or, with no
-        onset, only entity against entity. A fault
-        already under way when the window begins then shows as no change, so the operator is told how to
-        get a firmer answer. (The summary the model reads says the same in its Baseline line.)"""
+        onset, only entity against entity. A fault already under way when the window begins then shows as no
+        change, so the operator is told how to get a firmer answer. (The summary the model reads says the
+        same in its Baseline line.)"""
         fix = "add a fault-free period before the incident to the job's baseline for a firmer answer"
         seen = {c.table for c in self.coverage() if c.window}   # a table with nothing in it is named unused
         if self.onset is not None and (split := [t for t in self.onset.tables if t in seen]):
