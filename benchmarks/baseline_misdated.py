@@ -12,12 +12,10 @@ on the same jobs, in the same run; and how many jobs the ranking answers with no
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 from dataclasses import replace
-from pathlib import Path
 
-from rcagent.eval.rankbench import labelled_jobs, pr1_by_variant, variant_table
+from rcagent.eval.rankbench import jobs_from_arguments, pr1_by_variant, variant_table
 from rcagent.job import Job
 from rcagent.onset import split_at_onset, undo_split, without_baseline
 from rcagent.tools.overview import ranking
@@ -49,11 +47,7 @@ def bare(job: Job) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
-    ap.add_argument("--pattern", default="*")
-    args = ap.parse_args()
-    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
+    _, labels = jobs_from_arguments()
     hits = pr1_by_variant(labels, {VARIANTS[0]: None, VARIANTS[1]: misdated, VARIANTS[2]: bare})
     print(f"\nPR@1 with the baseline given {DAYS} day(s) early: the ranking (NSigma / BARO / random)\n")
     print(variant_table(hits, list(VARIANTS)))

@@ -11,10 +11,8 @@ PR@1 per system, NSigma / BARO / random on the same baselines, in the same run.
 """
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 
-from rcagent.eval.rankbench import labelled_jobs, pr1_by_variant, variant_table
+from rcagent.eval.rankbench import jobs_from_arguments, pr1_by_variant, variant_table
 from rcagent.job import TABLES, Job, Period, cut_around
 from rcagent.onset import split_at_onset, undo_split
 
@@ -35,11 +33,7 @@ def through_window(job: Job, cut: bool) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
-    ap.add_argument("--pattern", default="*")
-    args = ap.parse_args()
-    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
+    _, labels = jobs_from_arguments()
     hits = pr1_by_variant(labels, {VARIANTS[0]: None,
                                    VARIANTS[1]: lambda job: through_window(job, cut=False),
                                    VARIANTS[2]: lambda job: through_window(job, cut=True)})

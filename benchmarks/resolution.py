@@ -17,11 +17,9 @@ Jobs whose tables were split at an onset are split again at the onset found in t
 """
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
-from pathlib import Path
 
-from rcagent.eval.rankbench import BASELINES, _groups, labelled_jobs, pr1_by_method
+from rcagent.eval.rankbench import BASELINES, _groups, jobs_from_arguments, pr1_by_method
 from rcagent.job import Job
 from rcagent.onset import split_at_onset, undo_split
 
@@ -55,11 +53,7 @@ def thin(job: Job, variant: str) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
-    ap.add_argument("--pattern", default="*")
-    args = ap.parse_args()
-    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
+    _, labels = jobs_from_arguments()
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     for job_id, (folder, label) in labels.items():

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from pathlib import Path
 
-from rcagent.eval.rankbench import labelled_jobs, pr1_by_variant, variant_table
+from rcagent.eval.rankbench import jobs_from_arguments, pr1_by_variant, variant_table
 from rcagent.job import Job, cut_around
 from rcagent.onset import split_at_onset, undo_split
 
@@ -46,11 +45,8 @@ def move_window(job: Job, variant: str, fraction: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
-    ap.add_argument("--pattern", default="*")
     ap.add_argument("--fraction", type=float, default=0.25, help="how far to move, as a share of the window")
-    args = ap.parse_args()
-    labels = labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
+    args, labels = jobs_from_arguments(ap)
 
     def report(job_id: str, row: dict) -> None:
         changed = [v for v in VARIANTS[1:] if row[v]["ranking"] != row[VARIANTS[0]]["ranking"]]

@@ -20,6 +20,7 @@ cases found only with the baseline, only without it, and the exact sign test's t
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import statistics
@@ -62,6 +63,16 @@ def labelled_jobs(root: Path, pattern: str = "*") -> dict[str, tuple[Path, dict]
     found = {p.name: (p, load_label(root / "labels", p.name)) for p in sorted((root / "jobs").glob(pattern))
              if p.is_dir()}
     return {j: v for j, v in found.items() if v[1]}
+
+
+def jobs_from_arguments(ap: argparse.ArgumentParser | None = None) -> tuple[argparse.Namespace, dict]:
+    """The benchmark scripts' command line: `--jobs DEST` (an import DEST) and `--pattern GLOB`, plus what
+    `ap` adds; (the parsed arguments, labelled_jobs of DEST matching GLOB)."""
+    ap = ap or argparse.ArgumentParser()
+    ap.add_argument("--jobs", required=True, help="an import DEST (holding jobs/ and labels/)")
+    ap.add_argument("--pattern", default="*", help="only the jobs whose folder name matches this glob")
+    args = ap.parse_args()
+    return args, labelled_jobs(Path(args.jobs).expanduser(), args.pattern)
 
 
 def pr1_by_method(folder: Path, label: dict, change: Callable | None = None) -> dict[str, float] | None:
