@@ -32,6 +32,12 @@ def test_a_blip_on_a_millisecond_series_in_seconds_does_not_dominate():
     assert abs(deviation(0.005, 0.0005, 0.005, second([0.1, 0.006]), "latency_p90_s")) < 1
     # the floor alone keeps even the spike itself moderate in a series measured in seconds
     assert deviation(0.005, 0.0005, 0.005, 0.1, "latency_p90_s") < 10 < deviation(0.005, 0.0005, 0.005, 0.1, "x")
+    # the unit read however the exporter spells it: Prometheus' base units, OTLP's unit field
+    for name in ("http_request_duration_seconds:mean", "rpc.server.duration:mean(s)", "LatencyP90(s)"):
+        assert abs(deviation(0.005, 0.0005, 0.005, 0.007, name)) < 1, name
+    assert abs(deviation(5.0, 0.5, 5.0, 7.0, "rpc_duration_ms_p99")) < 1
+    assert deviation(0.005, 0.0005, 0.005, 0.007, "http_request_duration_seconds:mean") < deviation(
+        0.005, 0.0005, 0.005, 0.007, "http_request_duration:mean")   # no unit: 10% of the mean, 0.5 ms
 
 
 def test_a_count_of_events_is_floored_at_its_poisson_noise():

@@ -42,12 +42,14 @@ def metric_stats(job: Job, entities: list[str], metric: str | None = None) -> li
     return out
 
 
-SECONDS = re.compile(r"(?i)(\(s\)|_s\b|\bsec(ond)?s?\b)")
+# a unit set off by anything but a letter: "LatencyP90(s)", "duration_seconds" (Prometheus' base units),
+# "rpc_duration_ms_p99"
+SECONDS = re.compile(r"(?i)(\(s\)|_s\b|(?<![a-z])sec(ond)?s?(?![a-z]))")
 RATE = re.compile(r"(?i)(success|availab)")
-MILLISECONDS = re.compile(r"(?i)(\(ms\)|_ms\b|millisec)")
+MILLISECONDS = re.compile(r"(?i)(\(ms\)|(?<![a-z])ms(?![a-z])|millisec)")
 COUNT = re.compile(r"(?i)(request|count|syscall|\bcalls\b|\(ops\))")
 LATENCY = re.compile(r"(?i)(latency|duration|response.?time)")
-QUALITY = re.compile(r"(?i)(success|error|fail|latency|timeout|availab|status)")
+QUALITY = re.compile(r"(?i)(success|error|fail|latency|duration|response.?time|timeout|availab|status)")
 LATENCY_CALLS = 5        # a latency or own time per call is compared when each period has this many calls
 RATE_CALLS = 20          # a rate borrows the flawless record of all entities from this many requests a sample
 PER_TIME = re.compile(r"(?i)(rate|per.?(s|sec|second|m|min|minute)\b|/\s?(s|sec|m|min)\b|\b[qr]p[sm]\b)")
@@ -74,12 +76,13 @@ def floor(mean: float, metric: str = "") -> float:
     if RATE.search(metric):   # a success rate or availability without a unit: a percentage or a ratio
         return 1.0 if abs(mean) > 1 else 0.01
     least = max(0.1 * abs(mean), 1e-3)
-    if COUNT.search(metric):   # a count of events: it moves by whole events, and by chance by its square root
-        return max(least, math.sqrt(abs(mean)), 1.0)
+    # a time before a count: "http_request_duration_seconds" is a time that names requests
     if SECONDS.search(metric):   # a time in seconds: a blip of a few milliseconds is no change
         return max(least, 0.01)
     if MILLISECONDS.search(metric):
         return max(least, 10.0)
+    if COUNT.search(metric) and not LATENCY.search(metric):   # a count of events: it moves by whole events,
+        return max(least, math.sqrt(abs(mean)), 1.0)           # and by chance by its square root
     return least
 
 
@@ -127,7 +130,7 @@ def _baseline_requests(job: Job) -> tuple[dict[str, tuple[float, float]], float]
                     continue
                 if RATE.search(m):
                     flawless[e] = flawless.get(e, True) and low >= _scale(m, mean)
-                elif QUALITY.search(m) is None and PER_TIME.search(m) is None:
+                elif QUALITY.search(m) is None and PER_TIME.search(m) is None and SECONDS.search(m) is None:
                     counts[e] = (mean, total)
         served = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok and e in counts)
         job.cache["baseline_requests"] = (counts, served)
