@@ -58,7 +58,8 @@ def test_otlp_metrics_gauges_cumulative_sums_histograms_summaries():
     # a cumulative counter becomes its per-second increase: (1600 - 1000) / 60 s
     assert got[("http.server.requests{http.route=/checkout}:rate", at(60))] == pytest.approx(10.0)
     # a cumulative histogram: the mean of the interval's observations, (7000 - 1000) / (30 - 10)
-    assert got[("http.server.duration:mean", at(60))] == pytest.approx(300.0)
+    # ... named with its unit (`"unit": "ms"`), which the ranking's floors read; its rate has none
+    assert got[("http.server.duration:mean(ms)", at(60))] == pytest.approx(300.0)
     assert got[("http.server.duration:rate", at(60))] == pytest.approx(20 / 60)
     assert got[("rpc.latency{quantile=0.99}", at(60))] == 0.9
     assert ("http.server.requests{http.route=/checkout}:rate", T0) not in got   # no rate from one point
@@ -86,6 +87,65 @@ def test_prometheus_pairs_nan_strings_and_entity_labels():
     file = str(SAMPLES / "prometheus-range.json")
     assert out.skipped[(file, "NaN or infinite sample")] == 2
     assert out.skipped[(file, "series whose labels name no pod, service, node, job or instance")] == 1
+
+
+def _prometheus(tmp_path: Path, name: str, series: list[tuple[dict, list]]) -> Path:
+    file = tmp_path / name
+    file.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": labels, "values": [[T0.replace(tzinfo=dt.timezone.utc).timestamp() + t, str(v)] for t, v in values]}
+        for labels, values in series]}}))
+    return file
+
+
+def test_prometheus_raw_counters_are_read_as_per_second_rates(tmp_path):
+    """A raw counter's level is how long the process ran: compared with an earlier baseline it always looks
+    risen. `_total` and `_bucket` become their per-second increase (a fall is a reset); a histogram's `_sum`
+    and `_count` its mean and rate; names that only look like counters stay as they are."""
+    pod = {"pod": "cart-1", "namespace": "shop"}
+    first = _prometheus(tmp_path, "a.json", [
+        ({"__name__": "http_requests_total", "code": "500", **pod}, [(0, 1000), (30, 1060), (60, 1150)]),
+        ({"__name__": "http_request_duration_seconds_sum", **pod}, [(0, 50.0), (30, 51.5)]),
+        ({"__name__": "http_request_duration_seconds_count", **pod}, [(0, 1000), (30, 1300)]),
+        # a gauge an exporter named `_count` (open connections): up and down, no `_sum`
+        ({"__name__": "pg_stat_activity_count", **pod}, [(0, 5), (30, 9), (60, 4), (90, 8)]),
+        # no `_count` beside it: a per-period sum, as it is
+        ({"__name__": "requests_sum", **pod}, [(0, 7), (30, 11)]),
+        # a recording rule's result is already a rate
+        ({"__name__": "job:http_requests:rate5m", **pod}, [(0, 2.5)])])
+    # the same counter's next samples in another file (a second query), with a restart: 1150 -> 20
+    second = _prometheus(tmp_path, "b.json", [
+        ({"__name__": "http_requests_total", "code": "500", **pod}, [(90, 20), (120, 50)])])
+    out = read_exports([first, second])
+    got = {(m[2], m[0]): m[3] for m in out.metrics}
+    assert got[("http_requests{code=500}:rate", at(30))] == pytest.approx(2.0)
+    assert got[("http_requests{code=500}:rate", at(60))] == pytest.approx(3.0)
+    assert got[("http_requests{code=500}:rate", at(90))] == pytest.approx(20 / 30)   # after the reset
+    assert got[("http_requests{code=500}:rate", at(120))] == pytest.approx(1.0)
+    assert got[("http_request_duration_seconds:mean", at(30))] == pytest.approx(0.005)   # 1.5 s / 300
+    assert got[("http_request_duration_seconds:rate", at(30))] == pytest.approx(10.0)
+    assert [got[("pg_stat_activity_count", at(t))] for t in (0, 30, 60, 90)] == [5, 9, 4, 8]
+    assert [got[("requests_sum", at(t))] for t in (0, 30)] == [7, 11]
+    assert got[("job:http_requests:rate5m", T0)] == 2.5
+    assert not any("_total" in name or "seconds_" in name for name, _ in got)
+    assert out.records["counter series read as per-second rates"] == 3
+
+
+def test_otlp_up_down_counters_stay_levels_and_units_name_values(tmp_path):
+    """A cumulative sum that is not monotonic (an UpDownCounter, e.g. requests in flight; OTLP JSON leaves
+    `isMonotonic` out when false) is a level, not a running total; a gauge in seconds carries its unit."""
+    def point(t, v):
+        return {"timeUnixNano": str(int(T0.replace(tzinfo=dt.timezone.utc).timestamp() + t) * 10**9), "asDouble": v}
+    doc = {"resourceMetrics": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "cart"}}]}, "scopeMetrics": [{"metrics": [
+            {"name": "http.server.active_requests", "sum": {"aggregationTemporality": 2,
+                                                            "dataPoints": [point(0, 12), point(60, 4)]}},
+            {"name": "queue.wait", "unit": "s", "gauge": {"dataPoints": [point(0, 0.004)]}},
+            {"name": "disk.usage", "unit": "By", "gauge": {"dataPoints": [point(0, 1e9)]}}]}]}]}
+    file = tmp_path / "m.json"
+    file.write_text(json.dumps(doc))
+    got = {(m[2], m[0]): m[3] for m in read_exports([file]).metrics}
+    assert got == {("http.server.active_requests", T0): 12, ("http.server.active_requests", at(60)): 4,
+                   ("queue.wait(s)", T0): 0.004, ("disk.usage", T0): 1e9}
 
 
 def test_loki_nanosecond_strings_structured_metadata_and_logcli_lines():
@@ -250,8 +310,8 @@ def test_time_helpers_cut_nanoseconds_and_convert_offsets():
 
 # ---- round trips of real shared cases --------------------------------------------------------------
 
-def _round_trip(native: Path, tmp_path: Path) -> Path:
-    periods = write_exports(native, tmp_path / "exports")
+def _round_trip(native: Path, tmp_path: Path, counters: frozenset[str] = frozenset()) -> Path:
+    periods = write_exports(native, tmp_path / "exports", counters)
     args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
     for b in periods["baseline"]:
         args += ["--baseline", b]
@@ -286,6 +346,30 @@ def test_round_trip_of_a_trainticket_case_gives_the_same_entities_and_top_five(j
     job = _same_job(native, created)
     assert job.rows["traces"] > 10_000 and job.rows["logs"] > 1_000   # spans via OTLP, logs via Loki
     assert ranking(job)[0][0] == "ts-contacts-service"
+
+
+def test_raw_counters_of_a_real_case_read_back_as_its_rates(job_of, tmp_path):
+    """The TrainTicket case's per-second metrics that Prometheus exposes as counters (CPU time, network
+    bytes, system calls, operations), exported as raw `NAME_total` running totals (a query without rate()):
+    `job create` reads each back as its per-second rate, the native values from each series' second sample
+    on, and the ranking's top five is the native job's."""
+    from tests.conftest import CONTACTS_CASE
+    native = job_of(CONTACTS_CASE)
+    counted = frozenset({"CpuUsage(m)", "NetworkReceiveBytes", "NetworkTransmitBytes", "SyscallRead",
+                         "SyscallWrite", "PodWorkload(Ops)"})
+    created = _round_trip(native, tmp_path, counted)
+    a, b = Job.load(native), Job.load(created)
+    query = "SELECT entity, timestamp, value FROM metrics WHERE metric = ? AND value IS NOT NULL ORDER BY 1, 2"
+    for name in sorted(counted):
+        want = a.query(query, [name])
+        got = b.query(query, [name + ":rate"])
+        firsts = {e: t for e, t, _ in reversed(want)}   # a rate needs an interval: none at the first sample
+        assert len(got) > 300 and len(got) == len(want) - len(firsts), name
+        assert all(g[:2] == w[:2] and g[2] == pytest.approx(w[2], rel=1e-6, abs=1e-6)
+                   for g, w in zip(got, [w for w in want if firsts[w[0]] != w[1]])), name
+    assert not b.query("SELECT metric FROM metrics WHERE contains(metric, '_total') LIMIT 1")
+    assert [n for n, _, _ in ranking(a)[:5]] == [n for n, _, _ in ranking(b)[:5]]
+    assert ranking(b)[0][0] == "ts-contacts-service"
 
 
 def test_round_trip_of_a_sockshop_case_gives_the_same_entities_and_top_five(importer, tmp_path):

@@ -57,6 +57,7 @@ def job_group():
 def job_create(dest, sources, window, baseline, alert, system, job_id, force, fmt):
     """Assemble one job in DEST from export files, derive its entities and relations, validate it and
     print what it holds."""
+    from rcagent.exports import COUNTERS
     from rcagent.exports.assemble import create_job
 
     made = create_job(Path(dest), [Path(s) for s in sources], window, list(baseline), alert, system, job_id, force)
@@ -70,6 +71,8 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
                + ", ".join(f"{k} {n}" for k, n in sorted(made.formats.items())) + ")")
     click.echo("  rows: " + ", ".join(f"{t} {n}" for t, n in made.rows.items()))
     click.echo("  entities: " + (", ".join(f"{k} {n}" for k, n in sorted(made.kinds.items())) or "none"))
+    if made.records.get(COUNTERS):
+        click.echo(f"  read as per-second rates: {made.records[COUNTERS]} counter series (NAME_total -> NAME:rate)")
     for name, new in sorted(made.renamed.items()):
         click.echo(f"  named as one entity: {name} -> {new}")
     for row in skipped:

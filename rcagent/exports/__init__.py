@@ -17,6 +17,7 @@ from rcagent.errors import BadInput
 
 # Plausible instants (2000-01-01 .. 2100-01-01) in seconds: a time outside them is in another unit.
 EARLIEST, LATEST = 946_684_800, 4_102_444_800
+COUNTERS = "counter series read as per-second rates"   # the count of them in Collected.records
 UNITS = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 
@@ -59,6 +60,10 @@ class Collected:
     # cumulative series, turned into rates when every file is read: (entity, series, "sum" | "histogram")
     # -> [(time, value or sum, None or count)]
     cumulative: dict[tuple[str, str, str], list[tuple]] = field(default_factory=dict)
+    # series whose name says counter (Prometheus' NAME_total, _bucket, _sum, _count), judged when every file
+    # is read: (entity, NAME, "{labels}" or "", suffix) -> [(time, value)]
+    counters: dict[tuple[str, str, str, str], list[tuple]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)       # a cumulative histogram -> its mean's unit, "(ms)"
     files: Counter = field(default_factory=Counter)           # format -> files read
     records: Counter = field(default_factory=Counter)         # format -> records read
     skipped: Counter = field(default_factory=Counter)         # (file, reason) -> records not used
@@ -75,7 +80,9 @@ class Collected:
 
     def rates(self) -> None:
         """Turn the cumulative series into metrics: a sum's per-second increase, a histogram's mean of
-        the observations in each interval and their rate. A counter reset (a fall) starts afresh."""
+        the observations in each interval and their rate. A counter reset (a fall) starts afresh.
+        The series named as counters are judged first (_counters)."""
+        self._counters()
         for (entity, series, kind), points in self.cumulative.items():
             points.sort(key=lambda p: p[0])
             for (t0, v0, c0), (t1, v1, c1) in zip(points, points[1:]):
@@ -88,9 +95,40 @@ class Collected:
                     continue
                 dc = c1 - c0 if c1 >= c0 else c1
                 if dc > 0:
-                    self.metrics.append((t1, entity, series + ":mean", dv / dc))
+                    self.metrics.append((t1, entity, series + ":mean" + self.units.get(series, ""), dv / dc))
                 self.metrics.append((t1, entity, series + ":rate", dc / seconds))
         self.cumulative.clear()
+
+    def _counters(self) -> None:
+        """The series named as counters, as cumulative series or as they are. `_total` and `_bucket` are
+        counters when they never fall but for a rare reset; `_sum` and `_count` when both come for the same
+        entity and labels (a histogram's or summary's, read as its mean and rate): alone, or going up and
+        down, they are gauges named so (a database exporter's `..._count` of open connections) and stay
+        as they are, as does a series of one sample (no interval to take a rate over)."""
+        def steady(points: list[tuple]) -> bool:
+            falls = sum(b[1] < a[1] for a, b in zip(points, points[1:]))
+            return len(points) > 1 and falls <= max(1, len(points) // 100)
+
+        for key, points in self.counters.items():   # a sample two files repeat is one sample
+            self.counters[key] = sorted(dict(points).items())
+        for (entity, name, labels, suffix), points in self.counters.items():
+            if suffix in ("_sum", "_count"):
+                sums = self.counters.get((entity, name, labels, "_sum"))
+                counts = self.counters.get((entity, name, labels, "_count"))
+                if sums and counts and steady(sums) and steady(counts):
+                    if suffix == "_sum":
+                        by_time = dict(counts)
+                        self.cumulative[(entity, name + labels, "histogram")] = [
+                            (t, v, by_time[t]) for t, v in sums if t in by_time]
+                        self.records[COUNTERS] += 2
+                    continue
+            elif steady(points):
+                rate = (name if suffix == "_total" else name + suffix) + labels + ":rate"
+                self.cumulative.setdefault((entity, rate, "sum"), []).extend((t, v, None) for t, v in points)
+                self.records[COUNTERS] += 1
+                continue
+            self.metrics.extend((t, entity, name + suffix + labels, v) for t, v in points)
+        self.counters.clear()
 
     def skip(self, src: Source, reason: str, n: int = 1) -> None:
         self.skipped[(src.file, reason)] += n

@@ -8,10 +8,15 @@ is named by its path in the request (`resourceSpans[0].scopeSpans[1].spans[4]`).
 - The entity of a span, log record or data point is `k8s.pod.name` (its service `service.name`, its node
   `k8s.node.name`), else `service.name`; data point attributes override the resource's.
 - Spans: `name` is the operation; an HTTP status attribute is the status, else status code 2 is `ERROR`.
-- Metrics: gauges and delta sums as they are; cumulative sums become per-second rates (`name:rate`);
+- Metrics: gauges, delta sums and non-monotonic cumulative sums (an UpDownCounter: a level, such as the
+  requests in flight; `isMonotonic` is left out when false) as they are; monotonic cumulative sums become
+  per-second rates (`name:rate`);
   histograms (explicit and exponential) a mean (`name:mean`, from sum and count) and a rate of
   observations (`name:rate`); summaries one series per quantile. Other data point attributes name the
-  series (`name{key=value}`).
+  series (`name{key=value}`). A unit of time or a percentage (`unit` `s`, `ms`, `%`) ends the name of a
+  value in it (a gauge, a quantile, a histogram's mean: `http.server.request.duration:mean(s)`), where the
+  ranking reads it: a 2 ms blip on a 5 ms latency is no change, whatever the series' own spread. Rates
+  carry no unit.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ SCOPES = {"resourceSpans": ("scopeSpans", "instrumentationLibrarySpans"),
 IDENTITY = {"service.name", "service.namespace", "service.instance.id", "service.version", "k8s.pod.name",
             "k8s.pod.uid", "k8s.node.name", "k8s.namespace.name", "k8s.deployment.name", "k8s.container.name",
             "host.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"}
+UNITS_NAMED = ("s", "ms", "%")   # kept in a series' name, as the ranking's unit-aware floors read it
 HTTP_STATUS = ("http.response.status_code", "http.status_code")   # gRPC codes: the span status says
 SEVERITY = ((21, "FATAL"), (17, "ERROR"), (13, "WARN"), (9, "INFO"), (5, "DEBUG"), (1, "TRACE"))
 CUMULATIVE = 2   # AggregationTemporality
@@ -164,6 +170,9 @@ def _metrics(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected)
             continue
         data = expect(metric[data_key], dict, src, f"{where}.{data_key}", "the metric's data")
         cumulative = data.get("aggregationTemporality") in (CUMULATIVE, "AGGREGATION_TEMPORALITY_CUMULATIVE")
+        if data_key == "sum" and data.get("isMonotonic") is not True:
+            cumulative = False   # an UpDownCounter's cumulative value is a level, not a running total
+        unit = f"({metric['unit']})" if metric.get("unit") in UNITS_NAMED else ""   # for values in it, not rates
         for n, point in enumerate(expect(data.get("dataPoints") or [], list, src, f"{where}.{data_key}.dataPoints",
                                          "the data points")):
             pwhere = f"{where}.{data_key}.dataPoints[{n}]"
@@ -183,12 +192,12 @@ def _metrics(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected)
                 if data_key == "sum" and cumulative:
                     out.cumulative.setdefault((entity, series + ":rate", "sum"), []).append((ts, value, None))
                 else:
-                    out.metrics.append((ts, entity, series, value))
+                    out.metrics.append((ts, entity, series + unit, value))
             elif data_key == "summary":
                 for q in point.get("quantileValues") or []:
                     if isinstance(q, dict) and "value" in q:
                         series = _series_name(name, attrs, {"quantile": q.get("quantile", 0)})
-                        out.metrics.append((ts, entity, series, float(q["value"])))
+                        out.metrics.append((ts, entity, series + unit, float(q["value"])))
             else:
                 try:
                     count, total = float(point.get("count") or 0), float(point.get("sum") or 0)
@@ -197,12 +206,13 @@ def _metrics(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected)
                 series = _series_name(name, attrs)
                 if cumulative:
                     out.cumulative.setdefault((entity, series, "histogram"), []).append((ts, total, count))
+                    out.units[series] = unit
                 else:
                     start = point.get("startTimeUnixNano")
                     seconds = ((ts - instant(start, "ns", src, pwhere + ".startTimeUnixNano")).total_seconds()
                                if start not in (None, "", "0", 0) else 0)
                     if count > 0:
-                        out.metrics.append((ts, entity, series + ":mean", total / count))
+                        out.metrics.append((ts, entity, series + ":mean" + unit, total / count))
                     if seconds > 0:
                         out.metrics.append((ts, entity, series + ":rate", count / seconds))
             out.records["otlp data points"] += 1

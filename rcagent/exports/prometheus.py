@@ -8,6 +8,14 @@ are counted and left out (a job reads NaN as missing anyway). The series' labels
   `instance`; a pod's `service`-like and `node`-like labels name its service and node;
 - the metric: `__name__` (a query result without one, such as `rate(x[1m])`, takes the file's name), with
   the labels that are neither the entity's nor scrape bookkeeping as `name{key=value}`.
+A raw counter (a `__name__` ending in `_total` or `_bucket`, the Prometheus naming rules) is a running
+total: its level says how long the process has run, not how it behaves, and compared with an earlier
+baseline it always looks risen. It is read as its per-second increase, named as a recording rule would
+name it (`http_requests_total{code=500}` -> `http_requests{code=500}:rate`), a fall taken for a reset.
+A histogram's or summary's `_sum` and `_count` of the same labels become its mean and rate
+(`http_request_duration_seconds:mean`, `:rate`), as OTLP's cumulative histograms do. A series so named
+that goes up and down, or a `_count` with no `_sum` (a gauge of open connections), stays as it is
+(Collected._counters).
 Tempo's and the OpenTelemetry collector's service-graph series (`traces_service_graph_request_total`
 and the like, labels `client` and `server`) give the call relations and are not kept as metrics.
 """
@@ -25,6 +33,7 @@ BOOKKEEPING = {"__name__", "job", "instance", "namespace", "container", "endpoin
                "name", "uid", "pod_template_hash", "kubernetes_namespace", "container_name", "metrics_path",
                *POD, *SERVICE, *NODE}
 SERVICE_GRAPH = "traces_service_graph_"
+COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
 
 def sniff(doc) -> bool:
@@ -69,7 +78,12 @@ def read(doc: dict, src: Source, out: Collected) -> None:
                 continue
             out.services.setdefault(entity, "service")
         rest = {k: v for k, v in labels.items() if k not in BOOKKEEPING}
-        metric = name + ("{" + ",".join(f"{k}={rest[k]}" for k in sorted(rest)) + "}" if rest else "")
+        braces = "{" + ",".join(f"{k}={rest[k]}" for k in sorted(rest)) + "}" if rest else ""
+        metric = name + braces
+        counter = None   # the points of a series named as a counter, judged when every file is read
+        suffix = next((s for s in COUNTER_SUFFIXES if name.endswith(s)), None)
+        if labels.get("__name__") and suffix:
+            counter = out.counters.setdefault((entity, name.removesuffix(suffix), braces, suffix), [])
         points = series["values"] if "values" in series else [series.get("value")]
         for n, pair in enumerate(expect(points, list, src, f"{where}.values", "the samples")):
             at = f"{where}.values[{n}]"
@@ -83,5 +97,8 @@ def read(doc: dict, src: Source, out: Collected) -> None:
             if not math.isfinite(value):
                 out.skip(src, "NaN or infinite sample")
                 continue
-            out.metrics.append((ts, entity, metric, value))
+            if counter is None:
+                out.metrics.append((ts, entity, metric, value))
+            else:
+                counter.append((ts, value))
             out.records["prometheus samples"] += 1
