@@ -37,22 +37,23 @@ def _rows(con, job: Path, table: str) -> list[tuple]:
     return con.execute("SELECT * FROM read_parquet(?)", [str(f)]).fetchall() if f.exists() else []
 
 
-def _running_total(points: list) -> list:
-    """A per-second rate's samples as a counter's: each sample adds its rate times the seconds since the
-    previous one (a missing rate adds nothing), from an arbitrary start."""
+def _running_total(points: list, per_second: bool) -> list:
+    """A rate's samples as a counter's: each sample adds its count (a per-second rate times the seconds
+    since the previous sample; a missing one adds nothing), from an arbitrary start."""
     total, out = 1e6, []
     for i, (t, value) in enumerate(sorted(points)):
         if i and value != "NaN":
-            total += float(value) * (t - out[-1][0])
+            total += float(value) * ((t - out[-1][0]) if per_second else 1)
         out.append([t, repr(total)])
     return out
 
 
-def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset()) -> dict:
+def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
+                  counts: frozenset[str] = frozenset()) -> dict:
     """Write `job`'s tables under `out` (prometheus/, otlp/, loki/, kubernetes/); returns job.yaml's window
-    and baseline as `--window`/`--baseline` texts. The metrics named in `counters` (rates per second) are
-    written as Prometheus counters, `NAME_total`: the running total of the rate times the seconds between
-    samples, from an arbitrary start, as a raw counter query returns them."""
+    and baseline as `--window`/`--baseline` texts. The metrics named in `counters` (rates per second) and
+    in `counts` (counts a sample) are written as Prometheus counters, `NAME_total`: their running total
+    from an arbitrary start, as a raw counter query returns them."""
     import yaml
     meta = yaml.safe_load((job / "job.yaml").read_text())
     con = duckdb.connect()
@@ -73,8 +74,9 @@ def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset()) 
     for ts, entity, metric, value in _rows(con, job, "metrics"):
         value = "NaN" if value is None or not math.isfinite(value) else repr(float(value))
         series.setdefault(metric, {}).setdefault(entity, []).append([nanos(ts) / 1e9, value])
-    for metric in counters & series.keys():
-        series[metric + "_total"] = {e: _running_total(points) for e, points in series.pop(metric).items()}
+    for metric in (counters | counts) & series.keys():
+        series[metric + "_total"] = {e: _running_total(points, metric in counters)
+                                     for e, points in series.pop(metric).items()}
     for n, (metric, by_entity) in enumerate(sorted(series.items())):
         doc = {"status": "success", "data": {"resultType": "matrix", "result": [
             {"metric": {"__name__": metric, **labels(e)}, "values": v} for e, v in sorted(by_entity.items())]}}
