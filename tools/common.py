@@ -110,9 +110,25 @@ def deviation(b_mean, b_sd, w_min, w_max, metric: str = "", least: float | None 
 
 
 def request_counts(job: Job) -> dict[str, tuple[float, float]]:
-    """entity -> (mean requests a sample, all requests) in its baseline, where it has a count of requests
-    (not a rate per second or minute, which says nothing of how many a sample holds). Cached on the job."""
+    """entity -> (mean requests a sample, all requests) in its baseline, where it has a count of requests,
+    or a per-second rate of them (`NAME:rate`, as `job create` reads a counter) and so, over the seconds
+    between its samples, a count (a rate per minute, say, says nothing of how many a sample holds).
+    Cached on the job."""
     return _baseline_requests(job)[0]
+
+
+def sample_seconds(job: Job) -> dict[tuple[str, str], float]:
+    """(entity, metric) -> the seconds between its samples (the median gap: a baseline days before the
+    window leaves one long gap among the short ones), for each per-second rate of more than one sample
+    (a metric named `NAME:rate`, as `job create` names a counter's). Cached on the job."""
+    if "sample_seconds" not in job.cache:
+        rows = job.query("""SELECT entity, metric, median(gap) FROM (
+                                SELECT entity, metric, epoch(timestamp) - epoch(lag(timestamp) OVER (
+                                    PARTITION BY entity, metric ORDER BY timestamp)) AS gap
+                                FROM metrics WHERE suffix(metric, ':rate') AND timestamp IS NOT NULL)
+                            WHERE gap > 0 GROUP BY ALL""") if job.rows.get("metrics") else []
+        job.cache["sample_seconds"] = {(e, m): step for e, m, step in rows}
+    return job.cache["sample_seconds"]
 
 
 def _baseline_requests(job: Job) -> tuple[dict[str, tuple[float, float]], float]:
@@ -128,10 +144,15 @@ def _baseline_requests(job: Job) -> tuple[dict[str, tuple[float, float]], float]
                                                   {"rate": RATE.pattern}):
                 if mean is None:
                     continue
+                step = sample_seconds(job).get((e, m))
                 if RATE.search(m):
                     flawless[e] = flawless.get(e, True) and low >= _scale(m, mean)
-                elif QUALITY.search(m) is None and PER_TIME.search(m) is None and SECONDS.search(m) is None:
+                elif QUALITY.search(m) is not None or SECONDS.search(m) is not None:
+                    continue
+                elif PER_TIME.search(m) is None:
                     counts[e] = (mean, total)
+                elif step:   # a per-second rate: the requests of a sample, over the seconds it covers
+                    counts[e] = (mean * step, total * step)
         served = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok and e in counts)
         job.cache["baseline_requests"] = (counts, served)
     return job.cache["baseline_requests"]
