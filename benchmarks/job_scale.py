@@ -10,9 +10,10 @@ and log lines. From one real job, copies are written to a temp folder (never int
   (K times the entities, as in a system K times larger).
 Each copy is loaded (with redaction, as `rcagent analyze` does) and ranked, cold, three times, in a process
 of its own; the medians and that process's peak memory are reported, with the ranking's time as a ratio
-to x1 measured in the same run. Time that grows faster than the factor is a defect to find. The first answer is shown, not scored: K exact copies
-of each request make every count K times larger with no more noise, so a chance difference of the
-original reads as a certain one (more traffic of the same kind would not).
+to x1 measured in the same run. Time that grows faster than the factor is a defect to find. The first
+answer is shown, not scored: K exact copies of each request make every count K times larger with no more
+noise, so a chance difference of the original reads as a certain one (more traffic of the same kind
+would not).
 """
 from __future__ import annotations
 
@@ -28,18 +29,15 @@ from pathlib import Path
 import duckdb
 import yaml
 
-from rcagent.job import Job
+from rcagent.job import SCHEMAS, Job
 from rcagent.tools.overview import ranking
 
 RUNS = 3
 
 
-def _copies(k: int) -> str:
-    return f"(SELECT range AS i FROM range({k}))"
-
-
-def _traffic(table: str, cols: list[str], k: int) -> str:
-    """SELECT of the table K times, each copy with its own ids and its times moved by i milliseconds."""
+def _traffic(table: str, cols: list[str]) -> str:
+    """SELECT of the table once per row of `copies`, each copy with its own ids and its times moved by i
+    milliseconds. `cols` are the job schema's own column names, never the file's text."""
     def col(c: str) -> str:
         if c in ("trace_id", "span_id", "parent_id"):
             return f"CASE WHEN i = 0 OR {c} IS NULL OR {c} = '' THEN {c} ELSE {c} || '.' || i END AS {c}"
@@ -47,12 +45,13 @@ def _traffic(table: str, cols: list[str], k: int) -> str:
             return f"{c} + to_milliseconds(i) AS {c}"
         return c
     if table not in ("traces", "logs"):
-        return "SELECT * FROM t"
-    return f"SELECT {', '.join(col(c) for c in cols)} FROM t, {_copies(k)}"
+        return f"SELECT {', '.join(cols)} FROM t"
+    return f"SELECT {', '.join(col(c) for c in cols)} FROM t, copies"
 
 
-def _breadth(table: str, cols: list[str], k: int) -> str:
-    """SELECT of the table K times, each copy's entity names (and ids) suffixed with its number."""
+def _breadth(table: str, cols: list[str]) -> str:
+    """SELECT of the table once per row of `copies`, each copy's entity names (and ids) suffixed with its
+    number."""
     renamed = {"entities": ("id", "service", "node"), "relations": ("src", "dst"),
                "metrics": ("entity",), "logs": ("entity", "trace_id"), "events": ("entity",),
                "traces": ("entity", "service", "trace_id", "span_id", "parent_id")}.get(table, ())
@@ -61,7 +60,7 @@ def _breadth(table: str, cols: list[str], k: int) -> str:
         if c in renamed:
             return f"CASE WHEN i = 0 OR {c} IS NULL OR {c} = '' THEN {c} ELSE {c} || '-x' || i END AS {c}"
         return c
-    return f"SELECT {', '.join(col(c) for c in cols)} FROM t, {_copies(k)}"
+    return f"SELECT {', '.join(col(c) for c in cols)} FROM t, copies"
 
 
 def scaled(job: Path, dest: Path, k: int, how: str) -> Path:
@@ -73,11 +72,16 @@ def scaled(job: Path, dest: Path, k: int, how: str) -> Path:
     assert not meta.get("tables"), "jobs with declared file names are not supported here"
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE copies (i BIGINT)")
+    con.executemany("INSERT INTO copies VALUES (?)", [[i] for i in range(k)])
     for file in sorted(job.glob("*.parquet")):
         table = file.stem
-        con.read_parquet(str(file)).create_view("t", replace=True)
-        cols = [r[0] for r in con.execute("DESCRIBE t").fetchall()]
-        sql = _traffic(table, cols, k) if how == "traffic" else _breadth(table, cols, k)
+        if table not in SCHEMAS:
+            continue
+        rel = con.read_parquet(str(file))
+        rel.create_view("t", replace=True)
+        cols = [c for c in SCHEMAS[table] if c in rel.columns]   # what Job.load reads of the file
+        sql = _traffic(table, cols) if how == "traffic" else _breadth(table, cols)
         con.sql(sql).write_parquet(str(out / file.name))
     con.close()
     return out

@@ -144,15 +144,14 @@ def _baseline_requests(job: Job) -> tuple[dict[str, tuple[float, float]], float]
                                                   {"rate": RATE.pattern}):
                 if mean is None:
                     continue
-                step = sample_seconds(job).get((e, m))
                 if RATE.search(m):
                     flawless[e] = flawless.get(e, True) and low >= _scale(m, mean)
                 elif QUALITY.search(m) is not None or SECONDS.search(m) is not None:
                     continue
                 elif PER_TIME.search(m) is None:
                     counts[e] = (mean, total)
-                elif step:   # a per-second rate: the requests of a sample, over the seconds it covers
-                    counts[e] = (mean * step, total * step)
+                elif step := sample_seconds(job).get((e, m)):   # a per-second rate: the requests of a
+                    counts[e] = (mean * step, total * step)           # sample, over the seconds it covers
         served = sum(counts[e][1] or 0.0 for e, ok in flawless.items() if ok and e in counts)
         job.cache["baseline_requests"] = (counts, served)
     return job.cache["baseline_requests"]
