@@ -21,7 +21,7 @@ import networkx as nx
 from rapidfuzz import fuzz
 
 from rcagent.job import Job
-from rcagent.errorlike import ERROR_LEVELS, ERROR_WORDS, one_of
+from rcagent.errorlike import is_error_line, one_of
 from rcagent.tools.common import template
 
 MAX_LINES = 20_000
@@ -29,7 +29,6 @@ MAX_TEMPLATES = 300
 MAX_LINE_CHARS = 500
 SIMILAR = 60          # token-set ratio (0-100) above which two templates are joined
 EXAMPLES = 3
-_ERROR = re.compile(ERROR_WORDS)
 _PRINTABLE = re.compile(r"[^\x09\x20-\x7e\u00a0-\uffff]")
 
 
@@ -92,7 +91,7 @@ def cluster_logs(job: Job, entity: str) -> list[Cluster]:
             s = stats.setdefault(template(line), {"w": 0.0, "b": 0.0, "times": [], "error": False, "ex_w": [], "ex_b": []})
             s[key] += scale
             s["times"].append(t)
-            s["error"] = s["error"] or level.upper() in ERROR_LEVELS or bool(_ERROR.search(line))
+            s["error"] = s["error"] or is_error_line(level, line)
             if len(s[f"ex_{key}"]) < EXAMPLES and line not in s[f"ex_{key}"]:
                 s[f"ex_{key}"].append(line)
     if not stats:

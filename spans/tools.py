@@ -10,10 +10,9 @@ Each answer is cut to `limit` characters, so an agent's context stays bounded.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from rcagent.job import Job
-from rcagent.errorlike import ERROR_LEVELS, ERROR_WORDS, one_of
+from rcagent.errorlike import is_error_line, one_of
 from rcagent.tools.common import fmt, template
 
 ROWS = 6
@@ -76,10 +75,8 @@ def span_logs(job: Job, span, trace_id: str, delta_s: float = 60.0, limit: int =
         WHERE {one_of('entity', 'names')} AND timestamp >= $lo AND timestamp <= $hi""",
         {"names": [n for n in names if n], "lo": lo, "hi": hi})
     counts: dict[str, int] = {}
-    words = re.compile(ERROR_WORDS)
     for level, message, tid in rows:
-        relevant = (str(level or "").upper() in ERROR_LEVELS or words.search(message or "")
-                    or (tid and tid == trace_id))
+        relevant = is_error_line(level, message) or (tid and tid == trace_id)
         if relevant:
             key = f"{(level or '').upper()} {template(message or '')}".strip()
             counts[key] = counts.get(key, 0) + 1

@@ -59,6 +59,39 @@ def test_a_warning_that_grows_faster_than_the_entity_s_logs_counts(tmp_path):
     assert any("error-like logs" in why for _, why, _ in scores(Job.load(job))["frontend"])
 
 
+ISTIO_ACCESS = ('{"authority":"cart:8080","method":"GET","path":"/cart","response_code":200,"response_flags":"-",'
+                '"upstream_transport_failure_reason":null,"duration":12}')
+
+
+@pytest.mark.parametrize("level, text, counts", [
+    ("INFO", '{"level":"info","msg":"pool checked","error":null,"timeout_ms":3000}', False),
+    (None, ISTIO_ACCESS, False),                                        # a proxy's JSON access log: no level
+    ("INFO", 'ts=1 level=info msg="pool checked" err=<nil> timeout=30s', False),
+    ("INFO", '{"level":"info","msg":"charge","error":"connection refused"}', True),   # the value counts
+    ("INFO", "[Consumer clientId=c1] Error sending fetch request to node 2", True),   # INFO does not overrule
+    ("WARN", '{"msg":"pool checked"}', True),
+    ("UNKNOWN", "GET /cart 200", False),
+])
+def test_an_error_word_counts_in_what_a_line_says_not_in_its_field_names(tmp_path, level, text, counts):
+    """A line that grows in the window counts as an error line when its level is a warning or when an
+    error-like word is in what it says; the names of its fields (a JSON key "error" whose value is null, a
+    proxy's "upstream_transport_failure_reason", logfmt's err= and timeout=) are not. Python and SQL agree."""
+    import duckdb
+    from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS, is_error_line
+    rows = []
+    for minute, second, t in _every_six_seconds():
+        rows.append((t, "frontend", "INFO", f"{t} INFO f.Web#10 GET / 200", None))
+        if minute >= 10 or second == 0:
+            rows.append((t, "frontend", level, text, None))
+    job = make_job(tmp_path / "j")
+    write_table(job, "logs", LOGS, rows)
+    flagged = any("error-like logs" in why for _, why, _ in scores(Job.load(job)).get("frontend", []))
+    assert flagged is counts
+    assert is_error_line(level, text) is counts
+    sql = f"SELECT coalesce({ERROR_LIKE}, false) FROM (SELECT $level::VARCHAR AS level, $message AS message)"
+    assert duckdb.connect().execute(sql, {**ERROR_PARAMS, "level": level, "message": text}).fetchone()[0] is counts
+
+
 def test_error_lines_that_name_another_service_weigh_as_a_symptom(tmp_path):
     # the same growth of error lines; in the second job they report another service's failure
     found = {}
