@@ -5,7 +5,9 @@
   the call relations as Tempo's service-graph series (`traces_service_graph_request_total`);
 - spans: OTLP JSON lines as the collector's file exporter writes them (one resource per service and pod);
 - logs: Loki `/loki/api/v1/query_range` JSON (one stream per entity and level; the trace id as structured
-  metadata, as the categorize-labels encoding returns it);
+  metadata, as the categorize-labels encoding returns it), or each pod's container log file with neither
+  (`logs="cri"`: /var/log/pods/NAMESPACE_POD_UID/CONTAINER/0.log; `"docker"`: json-file lines in
+  /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log);
 - events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
   owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
   `app.kubernetes.io/component` label; created a week before the window, so no change is invented).
@@ -48,9 +50,36 @@ def _running_total(points: list, per_second: bool) -> list:
     return out
 
 
+def rfc_nanos(ts: dt.datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
+    """Each entity's log lines as its container's log file, in the format of `form`."""
+    import hashlib
+    import uuid
+    by_entity: dict[str, list] = {}
+    for ts, entity, _level, message, _trace in sorted(rows, key=lambda r: (r[1], r[0])):
+        by_entity.setdefault(entity, []).append((ts, message.rstrip("\n")))
+    for entity, lines in by_entity.items():
+        digest = hashlib.sha256(entity.encode()).hexdigest()
+        if form == "cri":
+            path = out / "var/log/pods" / f"default_{entity}_{uuid.UUID(digest[:32])}" / "app" / "0.log"
+            text = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in lines)
+        elif form == "docker":
+            path = out / "var/log/containers" / f"{entity}_default_app-{digest}.log"
+            text = "".join(json.dumps({"log": m + "\n", "stream": "stdout", "time": rfc_nanos(t)}) + "\n"
+                           for t, m in lines)
+        else:
+            path = out / "kubectl" / f"{entity}.log"
+            text = "".join(f"{rfc_nanos(t)} {m}\n" for t, m in lines)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
-                  counts: frozenset[str] = frozenset()) -> dict:
-    """Write `job`'s tables under `out` (prometheus/, otlp/, loki/, kubernetes/); returns job.yaml's window
+                  counts: frozenset[str] = frozenset(), logs: str = "loki") -> dict:
+    """Write `job`'s tables under `out` (prometheus/, otlp/, loki/ or logs/, kubernetes/); returns job.yaml's window
     and baseline as `--window`/`--baseline` texts. The metrics named in `counters` (rates per second) and
     in `counts` (counts a sample) are written as Prometheus counters, `NAME_total`: their running total
     from an arbitrary start, as a raw counter query returns them."""
@@ -115,7 +144,9 @@ def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
                     {"scope": {"name": "rcagent-test"}, "spans": records[i:i + 1000]}]}]}) + "\n")
 
     streams: dict[tuple, list] = {}
-    for ts, entity, level, message, trace in _rows(con, job, "logs"):
+    if logs != "loki":
+        _container_logs(_rows(con, job, "logs"), out / "logs", logs)
+    for ts, entity, level, message, trace in _rows(con, job, "logs") if logs == "loki" else []:
         entry = [str(nanos(ts)), message]
         if trace:
             entry.append({"structuredMetadata": {"trace_id": trace}})

@@ -151,12 +151,12 @@ def test_otlp_up_down_counters_stay_levels_and_units_name_values(tmp_path):
 def test_loki_nanosecond_strings_structured_metadata_and_logcli_lines():
     out = read_exports([SAMPLES / "loki-range.json", SAMPLES / "logcli.jsonl"])
     logs = sorted(out.logs)
-    assert logs[0] == (T0 + dt.timedelta(microseconds=123456), "payment-5f7c9d8b4-qq7rt", "error",
+    assert logs[0] == (T0 + dt.timedelta(microseconds=123456), "payment-5f7c9d8b4-qq7rt", "ERROR",
                        'level=error msg="charge failed"', None)
     assert logs[1][4] == "5b8efff798038103d269b633813fc60c"
     assert logs[2] == (at(2), "shop/frontend", None, "GET /cart 200", None)
     # logcli prints RFC 3339 with nanoseconds and the local offset
-    assert logs[3] == (at(3.5), "frontend-6b8f9d7c5-abcde", "warn", "slow upstream payment", None)
+    assert logs[3] == (at(3.5), "frontend-6b8f9d7c5-abcde", "WARN", "slow upstream payment", None)
     assert out.pods["frontend-6b8f9d7c5-abcde"].service == "frontend"
 
 
@@ -478,3 +478,98 @@ def test_a_folder_s_other_files_are_counted_not_fatal(tmp_path):
     # named on the command line, the same file is an error
     _one_line_error(rcagent("job", "create", tmp_path / "job2", "--from", exports / "notes.yaml", "--window",
                             "2024-05-01T10:00Z..2024-05-01T10:05Z"), "notes.yaml", "not an export rcagent reads")
+
+
+@pytest.mark.parametrize("line, level", [
+    ('{"level":"info","msg":"GET /cart","error":null}', "INFO"),                 # zap, logrus
+    ('{"severity":"ERROR","message":"charge declined"}', "ERROR"),              # Cloud Logging, OB's Go services
+    ('{"level":50,"time":1714557600000,"msg":"db down"}', "ERROR"),             # pino, bunyan
+    ('{"@timestamp":"2024-05-01T10:00:00Z","log.level":"warn","message":"x"}', "WARN"),   # ECS
+    ('{"log":{"level":"Warning"},"message":"x"}', "WARN"),                      # ECS nested
+    ('{"@t":"2024-05-01T10:00:00Z","@l":"Fatal","@mt":"x"}', "FATAL"),          # Serilog compact
+    ('{"@t":"2024-05-01T10:00:00Z","@mt":"started"}', None),                    # Serilog leaves Information out
+    ('{"level":"banana","msg":"INFO ERROR"}', None),                            # a field that names no level
+    ('{"level":true}', None),
+    ('ts=2024-05-01T10:00:00Z level=warn msg="slow upstream"', "WARN"),         # logfmt
+    ('time="2024-05-01T10:00:00Z" level=error msg="charge failed"', "ERROR"),
+    ('E1207 10:00:00.123456       1 controller.go:12] sync failed', "ERROR"),   # klog, glog
+    ('I1207 10:00:00.123456       1 controller.go:12] synced', "INFO"),
+    ('2024-05-01 10:00:00.123  INFO 1 --- [main] c.e.App : Started App', "INFO"),   # Spring Boot
+    ('[ERROR] 2024-05-01 10:00:00 payment: declined', "ERROR"),
+    ('GET /api/errors 200 12ms', None),
+    ('user INFO-desk logged in', None),
+    ('', None),
+])
+def test_a_log_line_states_its_level_as_the_common_loggers_write_it(line, level):
+    from rcagent.logline import level_of
+    assert level_of(line) == level
+
+
+def test_a_log_line_states_its_trace_id():
+    from rcagent.logline import trace_of
+    assert trace_of('{"msg":"x","trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736"}') == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_of('{"logging.googleapis.com/trace":"projects/p/traces/4bf92f3577b34da6"}') == "4bf92f3577b34da6"
+    assert trace_of("16:42:09.486 INFO t.c.Travel2Controller#115 TraceID: 6f3cbf058c2765548a39ad724905d6a1 x") \
+        == "6f3cbf058c2765548a39ad724905d6a1"
+    assert trace_of("level=info traceId=00f067aa0ba902b7 msg=ok") == "00f067aa0ba902b7"
+    assert trace_of("retrying trace 12") is None and trace_of(None) is None
+
+
+def test_container_log_files_of_each_runtime_are_read_with_their_pod_and_levels(tmp_path):
+    """CRI files (a long line in parts P..F), Docker json-file lines (parts without a newline), `kubectl logs
+    --timestamps` output; the pod from the kubelet's paths or the file's name; a line with no time is
+    counted as skipped with the remedy, not guessed; a file cut inside a long line keeps its parts."""
+    from rcagent.exports.containerlogs import NO_TIME
+    cri = tmp_path / "var/log/pods/shop_cart-7d9f8c6b5-x2x9q_0b1c2d3e-0000-4000-8000-000000000001/cart/0.log"
+    cri.parent.mkdir(parents=True)
+    cri.write_text("2024-05-01T10:00:00.123456789Z stdout P {\"level\":\"error\",\n"
+                   "2024-05-01T10:00:00.123456790Z stdout F \"msg\":\"redis timeout\"}\n"
+                   "2024-05-01T10:00:01.000000000Z stderr F W0501 10:00:01.000000 1 cache.go:7] slow\n"
+                   "2024-05-01T12:00:01+02:00 stdout F level=info msg=ok\n"
+                   "2024-05-01T10:00:03.000000000Z stdout P cut in the mid")
+    docker = tmp_path / "var/log/containers" / f"payment-5f7c9d8b4-qq7rt_shop_payment-{'a' * 64}.log"
+    docker.parent.mkdir(parents=True)
+    docker.write_text(json.dumps({"log": "2024-05-01 10:00:00 ERROR charge ", "stream": "stdout",
+                                  "time": "2024-05-01T10:00:00.5Z"}) + "\n"
+                      + json.dumps({"log": "failed\n", "stream": "stdout", "time": "2024-05-01T10:00:00.6Z"}) + "\n"
+                      + json.dumps({"log": "ok\n", "stream": "stderr", "time": "2024-05-01T10:00:00.7Z"}) + "\n")
+    kubectl = tmp_path / "frontend-6b8f9d7c5-abcde.log"
+    kubectl.write_text("2024-05-01T10:00:02.5Z GET /cart 200\nno time on this line\n")
+    out = read_exports([tmp_path / "var", kubectl])
+    t = dt.datetime(2024, 5, 1, 10)
+    assert sorted(out.logs) == [
+        (t + dt.timedelta(microseconds=123456), "cart-7d9f8c6b5-x2x9q", "ERROR",
+         '{"level":"error","msg":"redis timeout"}', None),
+        (t + dt.timedelta(seconds=0.5), "payment-5f7c9d8b4-qq7rt", "ERROR", "2024-05-01 10:00:00 ERROR charge failed",
+         None),
+        (t + dt.timedelta(seconds=0.7), "payment-5f7c9d8b4-qq7rt", None, "ok", None),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "INFO", "level=info msg=ok", None),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "WARN", "W0501 10:00:01.000000 1 cache.go:7] slow", None),
+        (t + dt.timedelta(seconds=2.5), "frontend-6b8f9d7c5-abcde", None, "GET /cart 200", None),
+        (t + dt.timedelta(seconds=3), "cart-7d9f8c6b5-x2x9q", None, "cut in the mid", None)]
+    assert out.skipped == {(str(kubectl), NO_TIME): 1}
+    assert out.records["container log lines"] == 7 and out.files["container logs"] == 3
+    assert {"cart-7d9f8c6b5-x2x9q", "payment-5f7c9d8b4-qq7rt", "frontend-6b8f9d7c5-abcde"} <= set(out.pods)
+
+
+def test_a_real_cases_container_log_files_read_back_as_its_logs(job_of, tmp_path):
+    """The TrainTicket case's log lines written as each pod's CRI log file (no level, no trace id beside the
+    line, as a node keeps them): `job create` reads back every line with its pod and time, the level and
+    the trace id each line states, and the ranking's top five is the native job's."""
+    from tests.conftest import CONTACTS_CASE
+    native = job_of(CONTACTS_CASE)
+    periods = write_exports(native, tmp_path / "exports", logs="cri")
+    assert not (tmp_path / "exports" / "loki").joinpath("query_range.json").exists()
+    args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
+    for b in periods["baseline"]:
+        args += ["--baseline", b]
+    r = rcagent(*args)
+    assert r.returncode == 0, r.stderr
+    assert "container logs" in r.stdout
+    a, b = Job.load(native), Job.load(tmp_path / "job")
+    query = "SELECT timestamp, entity, level, rtrim(message, chr(10)), trace_id FROM logs ORDER BY ALL"
+    want, got = a.query(query), b.query(query)
+    assert len(want) > 1_000 and {w[2] for w in want} == {"INFO", "WARN", "ERROR"}
+    assert got == want
+    assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]
+    assert ranking(b)[0][0] == "ts-contacts-service"

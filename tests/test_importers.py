@@ -89,6 +89,17 @@ def test_nezha_spans_and_lines_repeated_by_overlapping_minute_files_are_kept_onc
     assert lines == job.query("SELECT count(*) FROM (SELECT DISTINCT * FROM logs)")[0][0] > 10_000
 
 
+def test_nezha_log_levels_are_read_from_json_lines_and_text_alike(job_of):
+    """Online Boutique's Go and Node services write JSON lines with a `severity` field, TrainTicket's Java
+    services a level word after the time: both give the level column (the JSON lines were UNKNOWN)."""
+    ob = Job.load(job_of("2022-08-22_05_18"))
+    rows = ob.query("""SELECT level, upper(json_extract_string(message, '$.severity')) AS said, count(*)
+                       FROM logs WHERE json_valid(message) GROUP BY ALL""")
+    assert sum(n for *_, n in rows) > 100 and all(level == said for level, said, _ in rows)
+    tt = Job.load(job_of("2023-01-29_08_43"))
+    assert {lv for (lv,) in tt.query("SELECT DISTINCT level FROM logs")} == {"INFO", "WARN", "ERROR"}
+
+
 def test_baseline_has_several_periods(contacts_job):
     tables = [set(p.tables) for p in contacts_job.baseline]
     assert {"metrics"} in tables and {"metrics", "traces", "logs"} in tables

@@ -2,7 +2,8 @@
 and relations derived from what the data shows.
 
 Files are read by their content, not their name: `.json` (one document, or JSON lines as the collector's
-file exporter writes), `.jsonl`/`.ndjson`, `.csv` and `.yaml`/`.yml` (a change log). A folder is read
+file exporter writes), `.jsonl`/`.ndjson`, `.csv` and `.yaml`/`.yml` (a change log), and `.log`, a
+container's log file (rcagent/exports/containerlogs.py). A folder is read
 file by file (hidden files and other extensions are counted as skipped). Names are reconciled across
 sources: spellings that differ only in case are one entity (the lower-case one kept), `namespace/name` is
 `name` when that is an entity of another source, and a pod whose
@@ -26,16 +27,16 @@ import pyarrow as pa
 import yaml
 
 from rcagent.errors import BadInput
-from rcagent.exports import (Collected, ExportError, Source, changelog, jaeger, kubernetes, loki, otlp, prometheus,
-                             rfc3339)
+from rcagent.exports import (Collected, ExportError, Source, changelog, containerlogs, jaeger, kubernetes, loki, otlp,
+                             prometheus, rfc3339)
 from rcagent.importers import iso, write_folder
 from rcagent.job import SCHEMAS, Job
 from rcagent.validate import NoAliasLoader
 
-READERS = {"otlp": otlp, "prometheus": prometheus, "loki": loki, "jaeger": jaeger, "kubernetes": kubernetes,
-           "change log": changelog}
+READERS = {"container logs": containerlogs, "otlp": otlp, "prometheus": prometheus, "loki": loki, "jaeger": jaeger,
+           "kubernetes": kubernetes, "change log": changelog}
 JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
-SUFFIXES = JSON_SUFFIXES | {".csv", ".yaml", ".yml"}
+SUFFIXES = JSON_SUFFIXES | {".csv", ".yaml", ".yml", ".log"}
 K8S_POD = (re.compile(r"^(?P<owner>[a-z0-9.-]+?)-[a-z0-9]{5,10}-[a-z0-9]{5}$"), re.compile(r"^(?P<owner>[a-z0-9.-]+)-\d+$"))
 
 
@@ -79,6 +80,9 @@ def documents(path: Path):
     except OSError as exc:
         raise ExportError(f"{path}: cannot read ({exc.strerror or exc})") from None
     suffix = path.suffix.lower()
+    if suffix == ".log":
+        yield None, containerlogs.LogFile(path, text.splitlines())
+        return
     if suffix == ".csv":
         yield None, list(csv.DictReader(io.StringIO(text)))
         return
@@ -121,7 +125,8 @@ def read_exports(paths: list[Path]) -> Collected:
             if reader is None:
                 if line is None:
                     raise ExportError(f"{path}: not an export rcagent reads (OTLP JSON, Prometheus or Loki "
-                                      f"query_range JSON, logcli JSON lines, Jaeger JSON, kubectl JSON, a change log)")
+                                      f"query_range JSON, logcli JSON lines, Jaeger JSON, kubectl JSON, a change log, "
+                                      f"container logs)")
                 out.skip(src, "JSON line of no export format")
                 continue
             READERS[reader].read(doc, src, out)

@@ -5,12 +5,15 @@ query_range timestamps are nanoseconds since the epoch as strings; a value may c
 the structured metadata (`{"structuredMetadata": {...}}` with the categorize-labels encoding, or a plain
 object). logcli's timestamps are RFC 3339 with nanoseconds and an offset. The stream's labels give the
 entity as for Prometheus (`pod`, else a service label, else `job`, else `instance`), the level (`level`,
-`detected_level`, `severity`) and a trace id (`trace_id`, `traceID`, `traceId`, also in structured metadata).
+`detected_level`, `severity`) and a trace id (`trace_id`, `traceID`, `traceId`, also in structured metadata);
+where neither labels nor metadata give them, the line itself (a JSON or logfmt field, klog's letter, a level
+word near the start: rcagent.logline).
 """
 from __future__ import annotations
 
 from rcagent.exports import Collected, Source, expect, instant, rfc3339
 from rcagent.exports.prometheus import NODE, POD, SERVICE, _first
+from rcagent.logline import level_name, level_of, trace_of
 
 LEVEL = ("level", "detected_level", "severity", "severity_text")
 TRACE = ("trace_id", "traceID", "traceId", "traceid")
@@ -33,6 +36,12 @@ def _entity(labels: dict, src: Source, out: Collected) -> str | None:
     return entity
 
 
+def _row(ts, entity: str, level, line: str, trace) -> tuple:
+    """A logs row: the level as labelled (in rcagent's spelling) or as the line states it, and the trace id."""
+    level = (level_name(level) or str(level)) if level else level_of(line)
+    return ts, entity, level, line, trace or trace_of(line)
+
+
 def read(doc: dict, src: Source, out: Collected) -> None:
     if "line" in doc:        # one logcli JSON line
         labels = expect(doc.get("labels") or {}, dict, src, "labels", "the labels")
@@ -41,7 +50,7 @@ def read(doc: dict, src: Source, out: Collected) -> None:
             out.skip(src, "log line whose labels name no pod, service, job or instance")
             return
         ts = rfc3339(doc.get("timestamp"), src, "timestamp")
-        out.logs.append((ts, entity, _first(labels, LEVEL), str(doc.get("line") or ""), _first(labels, TRACE)))
+        out.logs.append(_row(ts, entity, _first(labels, LEVEL), str(doc.get("line") or ""), _first(labels, TRACE)))
         out.records["loki lines"] += 1
         return
     if doc.get("status") not in (None, "success"):
@@ -64,5 +73,5 @@ def read(doc: dict, src: Source, out: Collected) -> None:
             meta = entry[2] if len(entry) == 3 and isinstance(entry[2], dict) else {}
             meta = {**(meta.get("structuredMetadata") or {}), **(meta.get("parsed") or {}),
                     **{k: v for k, v in meta.items() if k not in ("structuredMetadata", "parsed")}}
-            out.logs.append((ts, entity, _first(meta, LEVEL) or level, entry[1], _first(meta, TRACE) or trace))
+            out.logs.append(_row(ts, entity, _first(meta, LEVEL) or level, entry[1], _first(meta, TRACE) or trace))
             out.records["loki lines"] += 1

@@ -17,12 +17,15 @@ is named by its path in the request (`resourceSpans[0].scopeSpans[1].spans[4]`).
   value in it (a gauge, a quantile, a histogram's mean: `http.server.request.duration:mean(s)`), where the
   ranking reads it: a 2 ms blip on a 5 ms latency is no change, whatever the series' own spread. Rates
   carry no unit.
+- Log records: `severityText`, else `severityNumber`, else the level the body states (a JSON or logfmt
+  field, a level word near its start: rcagent.logline); `traceId`, else one the body states.
 """
 from __future__ import annotations
 
 import json
 
 from rcagent.exports import Collected, Source, expect, instant
+from rcagent.logline import level_name, level_of, trace_of
 
 KINDS = ("resourceSpans", "resourceMetrics", "resourceLogs")
 SCOPES = {"resourceSpans": ("scopeSpans", "instrumentationLibrarySpans"),
@@ -238,6 +241,7 @@ def _logs(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected) ->
             level = next((name for floor, name in SEVERITY if number >= floor), None)
         elif not level and isinstance(number, str) and number.startswith("SEVERITY_NUMBER_"):
             level = number.removeprefix("SEVERITY_NUMBER_").rstrip("0123456789") or None
-        out.logs.append((ts, entity, level, "" if body is None else str(body),
-                         str(record.get("traceId") or "").lower() or None))
+        line = "" if body is None else str(body)
+        level = (level_name(level) or level) if level else level_of(line)   # else what the line states
+        out.logs.append((ts, entity, level, line, str(record.get("traceId") or "").lower() or trace_of(line)))
         out.records["otlp log records"] += 1

@@ -19,11 +19,12 @@ import json
 from pathlib import Path
 
 import duckdb
+from duckdb.sqltypes import VARCHAR
 
 from rcagent.importers import (ImportReport, csv_view, find_dir, floor_minute, ident, iso, opaque_id,
                                write_job, write_label)
+from rcagent.logline import level_of
 
-LEVEL_RE = r"(TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL|SEVERE|CRITICAL)"
 METRIC_BASELINE_MINUTES = 10
 
 # One-sentence reference texts per fault type, for the text metrics of the evaluation.
@@ -72,7 +73,7 @@ def _logs_sql(con, files: list[Path], view: str) -> str:
                 "NULL::VARCHAR AS message, NULL::VARCHAR AS trace_id, NULL::VARCHAR AS node WHERE false")
     return f"""
         SELECT make_timestamp(CAST(CAST(TimeUnixNano AS HUGEINT) // 1000 AS BIGINT)) AS timestamp, PodName AS entity,
-               coalesce(nullif(upper(regexp_extract(left(msg, 160), '{LEVEL_RE}', 1)), ''), 'UNKNOWN') AS level,
+               coalesce(level_of(msg), 'UNKNOWN') AS level,
                msg AS message, TraceID AS trace_id, Node AS node
         FROM (SELECT *, trim(coalesce(json_extract_string(Log, '$.log'), Log)) AS msg
               FROM {csv_view(con, view, files)})"""
@@ -137,6 +138,7 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
     system = "TrainTicket" if any(c["inject_pod"].startswith("ts-") for c in cases) else "OnlineBoutique"
     prefix = "tt" if system == "TrainTicket" else "ob"
     con = duckdb.connect(":memory:")
+    con.create_function("level_of", level_of, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
     con.execute("SET TimeZone = 'UTC'")
     metric_dir = day_dir / "metric"
     _load_day_metrics(con, metric_dir)
