@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests.exportwriter
 
-from rcagent.eval.rankbench import (BASELINES, _groups, jobs_from_arguments, pr1_by_method,  # noqa: E402
+from rcagent.eval.rankbench import (_groups, jobs_from_arguments, pr1_by_method, tally,  # noqa: E402
                                     variant_table)
 from tests.exportwriter import write_exports                          # noqa: E402
 
@@ -63,10 +63,7 @@ def main() -> None:
     for n, (job_id, (folder, label)) in enumerate(sorted(labels.items()), 1):
         with tempfile.TemporaryDirectory() as tmp:
             row = {v: pr1_by_method(created(folder, Path(tmp) / str(i), v), label) for i, v in enumerate(VARIANTS)}
-        for v, pr1 in row.items():
-            for m in ("ranking", *BASELINES):
-                for g in (groups[job_id], "all"):
-                    hits[g][v, m].append(pr1[m])
+        tally(hits, groups[job_id], row)
         print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in VARIANTS),
               file=sys.stderr, flush=True)
     print("\nPR@1 of jobs made again from their exports: the ranking (NSigma / BARO / random)\n")

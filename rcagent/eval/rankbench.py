@@ -107,11 +107,16 @@ def pr1_by_variant(labels: dict[str, tuple[Path, dict]], variants: dict[str, Cal
             continue
         if on_job is not None:
             on_job(job_id, row)
-        for v, pr1 in row.items():
-            for m in ("ranking", *BASELINES):
-                for g in (groups[job_id], "all"):
-                    hits[g][v, m].append(pr1[m])
+        tally(hits, groups[job_id], row)
     return hits
+
+
+def tally(hits: dict[str, dict[tuple[str, str], list]], group: str, row: dict[str, dict[str, float]]) -> None:
+    """Add one job's PR@1 per variant and method (`row`) to its group's and to "all"."""
+    for v, pr1 in row.items():
+        for m in ("ranking", *BASELINES):
+            for g in (group, "all"):
+                hits[g][v, m].append(pr1[m])
 
 
 def variant_table(hits: dict[str, dict[tuple[str, str], list]], variants: list[str]) -> str:

@@ -1,0 +1,83 @@
+"""Log lines from where an operator has them: what the ranking finds when a job's logs come from Loki or
+from the pods' container log files, which say nothing beside the line (no level, no trace id).
+
+    python benchmarks/log_exports.py --jobs ~/.cache/rcagent/work
+
+Each labelled job that has logs is written out as the exports of its telemetry (tests/exportwriter.py:
+metrics as Prometheus query_range JSON, spans as OTLP, pods as kubectl JSON) and made into a job again by
+`rcagent job create`, its logs three ways:
+- "Loki": a stream per pod and level, the level as a label and the trace id as structured metadata;
+- "CRI files": each pod's `/var/log/pods/NS_POD_UID/CONTAINER/0.log`, the level and the trace id those the
+  line states (rcagent.logline);
+- "Docker files": each pod's json-file log in `/var/log/containers`, read likewise.
+PR@1 per system of the ranking and of NSigma / BARO / random on the native jobs and each variant's, in the
+same run; and how many of each variant's lines carry the native level and trace id.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests.exportwriter
+
+from rcagent.eval.rankbench import (_groups, jobs_from_arguments, pr1_by_method, tally,  # noqa: E402
+                                    variant_table)
+from tests.exportwriter import write_exports                          # noqa: E402
+
+VARIANTS = {"native job": None, "Loki": "loki", "CRI files": "cri", "Docker files": "docker"}
+SAME = "SELECT count(*) FROM read_parquet(?) a JOIN read_parquet(?) b USING (timestamp, entity) WHERE {}"
+
+
+def created(native: Path, dest: Path, logs: str) -> Path:
+    """The job made by `rcagent job create` from the exports of `native`, its logs written as `logs`."""
+    periods = write_exports(native, dest / "exports", logs=logs)
+    args = [str(Path(sys.executable).parent / "rcagent"), "job", "create", str(dest / "job"), "--from",
+            str(dest / "exports"), "--window", periods["window"]]
+    for b in periods["baseline"]:
+        args += ["--baseline", b]
+    subprocess.run(args, check=True, capture_output=True)
+    return dest / "job"
+
+
+def agreement(native: Path, job: Path) -> Counter:
+    """Lines in both jobs (same time, pod and text), and of them those with the native level, trace id."""
+    import duckdb
+    con = duckdb.connect()
+    a, b = str(native / "logs.parquet"), str(job / "logs.parquet")
+    match = "rtrim(a.message, chr(10)) = rtrim(b.message, chr(10))"
+    return Counter({"lines": con.execute(SAME.format(match), [a, b]).fetchone()[0],
+                    "level": con.execute(SAME.format(f"{match} AND a.level = b.level"), [a, b]).fetchone()[0],
+                    "trace": con.execute(SAME.format(f"{match} AND a.trace_id IS NOT DISTINCT FROM b.trace_id"),
+                                         [a, b]).fetchone()[0],
+                    "native lines": con.execute("SELECT count(*) FROM read_parquet(?)", [a]).fetchone()[0]})
+
+
+def main() -> None:
+    _, labels = jobs_from_arguments()
+    labels = {j: v for j, v in labels.items() if (v[0] / "logs.parquet").exists()}
+    groups = _groups({j: lab for j, (_, lab) in labels.items()})
+    hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    agree: dict[str, Counter] = defaultdict(Counter)
+    for n, (job_id, (folder, label)) in enumerate(sorted(labels.items()), 1):
+        row = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (v, logs) in enumerate(VARIANTS.items()):
+                job = folder if logs is None else created(folder, Path(tmp) / str(i), logs)
+                row[v] = pr1_by_method(job, label)
+                if logs is not None:
+                    agree[v] += agreement(folder, job)
+        tally(hits, groups[job_id], row)
+        print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in VARIANTS),
+              file=sys.stderr, flush=True)
+    print("\nPR@1 of jobs made again from their exports, logs three ways: the ranking (NSigma / BARO / random)\n")
+    print(variant_table(hits, list(VARIANTS)))
+    print("\nlines read back (same time, pod and text), and of them with the native level and trace id:\n")
+    for v, c in agree.items():
+        print(f"- {v}: {c['lines']} of {c['native lines']} lines, level {c['level']}, trace id {c['trace']}")
+
+
+if __name__ == "__main__":
+    main()
