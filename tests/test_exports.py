@@ -270,6 +270,10 @@ def _one_line_error(r, *parts):
     ("lines.jsonl", '{"labels":{"pod":"p"},"line":"x","timestamp":"2024-05-01T10:00:00Z"}\n{"labels": {',
      ["lines.jsonl", "line 2", "not valid JSON"]),
     ("other.json", '{"hello": "world"}', ["other.json", "not an export rcagent reads"]),
+    ("cart-0.log", "2024-05-01T10:00:00Z stdout F ok\n2024-13-45T10:00:00Z stdout F bad\n",
+     ["cart-0.log", "line 2", "not an RFC 3339 string"]),
+    ("untimed.log", "started\nlistening on :8080\n", ["no metrics, spans or log lines", "skipped: 2 log line with no",
+                                                       "--timestamps", "untimed.log"]),
     ("sample.json", '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"p"},"values":[[1714557600]]}]}}',
      ["sample.json", "data.result[0].values[0]", "[unix seconds"]),
 ])

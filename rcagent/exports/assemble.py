@@ -259,7 +259,11 @@ def create_job(dest: Path, sources: list[Path], window: str, baseline: list[str]
     tables = {"entities": entities, "relations": relations, "metrics": out.metrics, "traces": out.traces,
               "logs": out.logs, "events": out.events}
     if not (out.metrics or out.traces or out.logs):
-        raise BadInput("the exports hold no metrics, spans or log lines: nothing to diagnose")
+        why = ""
+        if out.skipped:   # the records read and not used say why
+            (file, reason), n = out.skipped.most_common(1)[0]
+            why = f" (skipped: {n} {reason}, in {file})"
+        raise BadInput(f"the exports hold no metrics, spans or log lines: nothing to diagnose{why}")
     meta = {"id": job_id or dest.name, "system": system, "source": "exports",
             "alert": alert or f"incident flagged between {iso(start)} and {iso(end)}",
             "window": {"start": iso(start), "end": iso(end)},
