@@ -509,6 +509,15 @@ def test_a_log_line_states_its_level_as_the_common_loggers_write_it(line, level)
     assert level_of(line) == level
 
 
+def test_a_label_that_names_no_level_gives_way_to_the_level_the_line_states(tmp_path):
+    doc = {"status": "success", "data": {"resultType": "streams", "result": [
+        {"stream": {"pod": "cart-1", "detected_level": "unknown"},
+         "values": [["1714557600000000000", '{"level":"error","msg":"redis down"}'], ["1714557601000000000", "ok"]]},
+        {"stream": {"pod": "cart-1", "level": "audit"}, "values": [["1714557602000000000", "user 7 logged in"]]}]}}
+    (tmp_path / "loki.json").write_text(json.dumps(doc))
+    assert [row[2] for row in sorted(read_exports([tmp_path / "loki.json"]).logs)] == ["ERROR", "unknown", "audit"]
+
+
 def test_a_log_line_states_its_trace_id():
     from rcagent.logline import trace_of
     assert trace_of('{"msg":"x","trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736"}') == "4bf92f3577b34da6a3ce929d0e0e4736"

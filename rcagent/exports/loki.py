@@ -37,8 +37,9 @@ def _entity(labels: dict, src: Source, out: Collected) -> str | None:
 
 
 def _row(ts, entity: str, level, line: str, trace) -> tuple:
-    """A logs row: the level as labelled (in rcagent's spelling) or as the line states it, and the trace id."""
-    level = (level_name(level) or str(level)) if level else level_of(line)
+    """A logs row: the level as labelled (in rcagent's spelling), else as the line states it (also when the
+    label names no level: Loki's `detected_level` is `unknown` where it found none), and the trace id."""
+    level = level_name(level) or level_of(line) or (str(level) if level else None)
     return ts, entity, level, line, trace or trace_of(line)
 
 
