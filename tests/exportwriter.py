@@ -6,7 +6,8 @@
 - spans: OTLP JSON lines as the collector's file exporter writes them (one resource per service and pod);
 - logs: Loki `/loki/api/v1/query_range` JSON (one stream per entity and level; the trace id as structured
   metadata, as the categorize-labels encoding returns it), or each pod's container log file with neither
-  (`logs="cri"`: /var/log/pods/NAMESPACE_POD_UID/CONTAINER/0.log; `"docker"`: json-file lines in
+  (`logs="cri"`: /var/log/pods/NAMESPACE_POD_UID/CONTAINER/0.log, `"cri-rotated"` with its first two thirds in
+  the rotated files 0.log.DATE-TIME.gz and 0.log.DATE-TIME; `"docker"`: json-file lines in
   /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log);
 - events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
   owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
@@ -56,6 +57,7 @@ def rfc_nanos(ts: dt.datetime) -> str:
 
 def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
     """Each entity's log lines as its container's log file, in the format of `form`."""
+    import gzip
     import hashlib
     import uuid
     by_entity: dict[str, list] = {}
@@ -63,9 +65,17 @@ def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
         by_entity.setdefault(entity, []).append((ts, message.rstrip("\n")))
     for entity, lines in by_entity.items():
         digest = hashlib.sha256(entity.encode()).hexdigest()
-        if form == "cri":
+        if form in ("cri", "cri-rotated"):
             path = out / "var/log/pods" / f"default_{entity}_{uuid.UUID(digest[:32])}" / "app" / "0.log"
             text = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in lines)
+            if form == "cri-rotated" and len(lines) >= 3:   # the kubelet's rotation: older thirds, the oldest gzipped
+                path.parent.mkdir(parents=True, exist_ok=True)
+                third = len(lines) // 3
+                older = ((lines[:third], "0.log.20000101-000000.gz"), (lines[third:2 * third], "0.log.20000101-000100"))
+                for part, name in older:
+                    body = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in part).encode()
+                    (path.parent / name).write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
+                text = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in lines[2 * third:])
         elif form == "docker":
             path = out / "var/log/containers" / f"{entity}_default_app-{digest}.log"
             text = "".join(json.dumps({"log": m + "\n", "stream": "stdout", "time": rfc_nanos(t)}) + "\n"

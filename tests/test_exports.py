@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rcagent.exports import Collected, Source, instant, rfc3339
+from rcagent.exports import Collected, ExportError, Source, instant, rfc3339
 from rcagent.exports.assemble import create_job, read_exports
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
@@ -565,13 +565,35 @@ def test_container_log_files_of_each_runtime_are_read_with_their_pod_and_levels(
     assert {"cart-7d9f8c6b5-x2x9q", "payment-5f7c9d8b4-qq7rt", "frontend-6b8f9d7c5-abcde"} <= set(out.pods)
 
 
+def test_rotated_and_compressed_container_logs_are_read_and_named_by_their_pod(tmp_path):
+    import gzip
+    from rcagent.exports.containerlogs import pod_of
+    folder = tmp_path / "var/log/pods/shop_cart-7d9f8c6b5-x2x9q_0b1c2d3e-0000-4000-8000-000000000001/cart"
+    folder.mkdir(parents=True)
+    (folder / "0.log.20240501-095900.gz").write_bytes(gzip.compress(b"2024-05-01T09:58:00Z stdout F oldest\n"))
+    (folder / "0.log.20240501-100000").write_text("2024-05-01T09:59:30Z stdout F older\n")
+    (folder / "0.log").write_text("2024-05-01T10:00:30Z stdout F newest\n")
+    (folder / "notes.txt").write_text("not a log")
+    out = read_exports([tmp_path / "var"])
+    assert sorted(m for _, _, _, m, _ in out.logs) == ["newest", "older", "oldest"]
+    assert {e for _, e, _, _, _ in out.logs} == {"cart-7d9f8c6b5-x2x9q"}
+    assert [reason for (_, reason) in out.skipped] == ["file of no export format"]
+    assert pod_of(Path(f"/var/log/containers/web-1_shop_web-{'b' * 64}.log")) == "web-1"
+    assert pod_of(Path("/tmp/frontend-6b8f9d7c5-abcde.log.gz")) == "frontend-6b8f9d7c5-abcde"
+    (tmp_path / "bad.log.gz").write_bytes(b"not gzip")
+    with pytest.raises(ExportError, match="bad.log.gz: cannot read"):
+        read_exports([tmp_path / "bad.log.gz"])
+
+
 def test_a_real_cases_container_log_files_read_back_as_its_logs(job_of, tmp_path):
-    """The TrainTicket case's log lines written as each pod's CRI log file (no level, no trace id beside the
-    line, as a node keeps them): `job create` reads back every line with its pod and time, the level and
-    the trace id each line states, and the ranking's top five is the native job's."""
+    """The TrainTicket case's log lines written as each pod's CRI log files (no level, no trace id beside the
+    line, as a node keeps them; the first two thirds in the kubelet's rotated files, the oldest gzipped):
+    `job create` reads back every line with its pod and time, the level and the trace id each line states,
+    and the ranking's top five is the native job's."""
     from tests.conftest import CONTACTS_CASE
     native = job_of(CONTACTS_CASE)
-    periods = write_exports(native, tmp_path / "exports", logs="cri")
+    periods = write_exports(native, tmp_path / "exports", logs="cri-rotated")
+    assert len(list((tmp_path / "exports").rglob("0.log.*.gz"))) > 10
     assert not (tmp_path / "exports" / "loki").joinpath("query_range.json").exists()
     args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
     for b in periods["baseline"]:

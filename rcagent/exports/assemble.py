@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import gzip
 import io
 import json
 import re
@@ -64,7 +65,8 @@ def files_of(paths: list[Path], out: Collected) -> list[tuple[Path, bool]]:
             found.append((path, True))
             continue
         for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            if any(part.startswith(".") for part in f.relative_to(path).parts) or f.suffix.lower() not in SUFFIXES:
+            hidden = any(part.startswith(".") for part in f.relative_to(path).parts)
+            if hidden or (f.suffix.lower() not in SUFFIXES and not containerlogs.is_log_file(f)):
                 out.skip(Source(str(f)), "file of no export format")
                 continue
             found.append((f, False))
@@ -74,15 +76,18 @@ def files_of(paths: list[Path], out: Collected) -> list[tuple[Path, bool]]:
 def documents(path: Path):
     """(line number or None, parsed document) for each document of a file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".gz":   # a rotated container log the kubelet compressed
+            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ExportError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ExportError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    suffix = path.suffix.lower()
-    if suffix == ".log":
+    except (OSError, EOFError) as exc:   # gzip.BadGzipFile is an OSError
+        raise ExportError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if containerlogs.is_log_file(path):
         yield None, containerlogs.LogFile(path, text.splitlines())
         return
+    suffix = path.suffix.lower()
     if suffix == ".csv":
         yield None, list(csv.DictReader(io.StringIO(text)))
         return

@@ -11,8 +11,9 @@ A line with no time at its start (`kubectl logs` without `--timestamps`) cannot 
 is counted as skipped, with that remedy.
 
 The pod comes from the file's path: `/var/log/containers/POD_NAMESPACE_CONTAINER-ID.log`,
-`/var/log/pods/NAMESPACE_POD_UID/CONTAINER/N.log`, else the file's name (`POD.log`). A line's level and
-trace id are those it states itself (rcagent.logline).
+`/var/log/pods/NAMESPACE_POD_UID/CONTAINER/N.log`, else the file's name (`POD.log`). The kubelet's rotated
+files are read too (`N.log.20240501-101010`, and gzip-compressed `....gz`): an incident's lines are often
+in them. A line's level and trace id are those it states itself (rcagent.logline).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from pathlib import Path
 from rcagent.exports import Collected, Source, rfc3339
 from rcagent.logline import level_of, trace_of
 
-_CONTAINERS = re.compile(r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>.+)-[0-9a-f]{64}\.log$")
+LOG_NAME = re.compile(r"\.log(\.\d{8}-\d{6})?(\.gz)?$", re.I)   # N.log, rotated N.log.DATE-TIME, compressed
+_CONTAINERS = re.compile(r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>.+)-[0-9a-f]{64}$")
 _PODS_DIR = re.compile(r"^(?P<ns>[^_]+)_(?P<pod>[^_]+)_[0-9a-f-]{36}$")
 _CRI = re.compile(r"^(\d{4}-\d\d-\d\dT\S+) (stdout|stderr) ([PF]) ?(.*)$")
 _STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[Zz]|[+-]\d\d:\d\d)) ?(.*)$")
@@ -38,16 +40,21 @@ class LogFile:
     lines: list[str]
 
 
+def is_log_file(path: Path) -> bool:
+    return bool(LOG_NAME.search(path.name))
+
+
 def pod_of(path: Path) -> str:
     """The pod a container log file belongs to, by the kubelet's naming, else the file's name."""
-    m = _CONTAINERS.match(path.name)
+    stem = LOG_NAME.sub("", path.name)
+    m = _CONTAINERS.match(stem)
     if m:
         return m.group("pod")
     if len(path.parents) > 1:
         m = _PODS_DIR.match(path.parent.parent.name)
-        if m and re.fullmatch(r"\d+\.log", path.name):
+        if m and stem.isdigit():
             return m.group("pod")
-    return path.stem if not path.stem.isdigit() else path.parent.name
+    return stem if not stem.isdigit() else path.parent.name
 
 
 def sniff(doc) -> bool:
