@@ -1,15 +1,18 @@
-"""Log lines from where an operator has them: what the ranking finds when a job's logs come from Loki or
-from the pods' container log files, which say nothing beside the line (no level, no trace id).
+"""Log lines from where an operator has them: what the ranking finds when a job's logs come from Loki,
+Elasticsearch or the pods' container log files, the last two saying nothing beside the line (no level, no
+trace id).
 
     python benchmarks/log_exports.py --jobs ~/.cache/rcagent/work
 
 Each labelled job that has logs is written out as the exports of its telemetry (tests/exportwriter.py:
 metrics as Prometheus query_range JSON, spans as OTLP, pods as kubectl JSON) and made into a job again by
-`rcagent job create`, its logs three ways:
+`rcagent job create`, its logs four ways:
 - "Loki": a stream per pod and level, the level as a label and the trace id as structured metadata;
 - "CRI files": each pod's `/var/log/pods/NS_POD_UID/CONTAINER/0.log`, the level and the trace id those the
   line states (rcagent.logline);
-- "Docker files": each pod's json-file log in `/var/log/containers`, read likewise.
+- "Docker files": each pod's json-file log in `/var/log/containers`, read likewise;
+- "Elasticsearch": `_search` responses of 10,000 hits, each line a document as Filebeat ships it (the pod
+  and node as Kubernetes metadata), read likewise.
 PR@1 per system of the ranking and of NSigma / BARO / random on the native jobs and each variant's, in the
 same run; and how many of each variant's lines carry the native level and trace id.
 """
@@ -27,7 +30,8 @@ from rcagent.eval.rankbench import (_groups, jobs_from_arguments, pr1_by_method,
                                     variant_table)
 from tests.exportwriter import write_exports                          # noqa: E402
 
-VARIANTS = {"native job": None, "Loki": "loki", "CRI files": "cri", "Docker files": "docker"}
+VARIANTS = {"native job": None, "Loki": "loki", "CRI files": "cri", "Docker files": "docker",
+            "Elasticsearch": "elasticsearch"}
 SAME = "SELECT count(*) FROM read_parquet(?) a JOIN read_parquet(?) b USING (timestamp, entity) WHERE {}"
 
 
@@ -72,7 +76,7 @@ def main() -> None:
         tally(hits, groups[job_id], row)
         print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in VARIANTS),
               file=sys.stderr, flush=True)
-    print("\nPR@1 of jobs made again from their exports, logs three ways: the ranking (NSigma / BARO / random)\n")
+    print("\nPR@1 of jobs made again from their exports, logs four ways: the ranking (NSigma / BARO / random)\n")
     print(variant_table(hits, list(VARIANTS)))
     print("\nlines read back (same time, pod and text), and of them with the native level and trace id:\n")
     for v, c in agree.items():

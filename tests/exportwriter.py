@@ -8,7 +8,8 @@
   metadata, as the categorize-labels encoding returns it), or each pod's container log file with neither
   (`logs="cri"`: /var/log/pods/NAMESPACE_POD_UID/CONTAINER/0.log, `"cri-rotated"` with its first two thirds in
   the rotated files 0.log.DATE-TIME.gz and 0.log.DATE-TIME; `"docker"`: json-file lines in
-  /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log);
+  /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log;
+  `"elasticsearch"`: `_search` responses of Filebeat's documents);
 - events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
   owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
   `app.kubernetes.io/component` label; created a week before the window, so no change is invented).
@@ -87,6 +88,22 @@ def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
         path.write_text(text)
 
 
+def _search_pages(rows: list[tuple], entities: dict, out: Path, page: int = 10_000) -> None:
+    """The log lines as Elasticsearch `_search` responses of `page` hits each (its default result window),
+    each document as Filebeat ships a container's line: the pod and node as Kubernetes metadata, nested."""
+    out.mkdir(parents=True, exist_ok=True)
+    hits = []
+    for n, (ts, entity, _level, message, _trace) in enumerate(sorted(rows, key=lambda r: (r[0], r[1]))):
+        kube = {"pod": {"name": entity}, "namespace": "default"}
+        if entities.get(entity) and entities[entity][3]:
+            kube["node"] = {"name": entities[entity][3]}
+        hits.append({"_index": "logs-k8s", "_id": str(n), "_source": {
+            "@timestamp": rfc_nanos(ts), "message": message.rstrip("\n"), "stream": "stdout", "kubernetes": kube}})
+    for k in range(0, len(hits), page):
+        (out / f"search-{k // page}.json").write_text(json.dumps({"took": 3, "timed_out": False, "hits": {
+            "total": {"value": len(hits), "relation": "eq"}, "hits": hits[k:k + page]}}))
+
+
 def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
                   counts: frozenset[str] = frozenset(), logs: str = "loki") -> dict:
     """Write `job`'s tables under `out` (prometheus/, otlp/, loki/ or logs/, kubernetes/); returns job.yaml's window
@@ -154,7 +171,9 @@ def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
                     {"scope": {"name": "rcagent-test"}, "spans": records[i:i + 1000]}]}]}) + "\n")
 
     streams: dict[tuple, list] = {}
-    if logs != "loki":
+    if logs == "elasticsearch":
+        _search_pages(_rows(con, job, "logs"), entities, out / "elasticsearch")
+    elif logs != "loki":
         _container_logs(_rows(con, job, "logs"), out / "logs", logs)
     for ts, entity, level, message, trace in _rows(con, job, "logs") if logs == "loki" else []:
         entry = [str(nanos(ts)), message]

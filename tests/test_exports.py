@@ -272,6 +272,10 @@ def _one_line_error(r, *parts):
     ("other.json", '{"hello": "world"}', ["other.json", "not an export rcagent reads"]),
     ("cart-0.log", "2024-05-01T10:00:00Z stdout F ok\n2024-13-45T10:00:00Z stdout F bad\n",
      ["cart-0.log", "line 2", "not an RFC 3339 string"]),
+    ("es.json", json.dumps({"hits": {"hits": [{"_source": {"@timestamp": "yesterday", "message": "x",
+                                                            "service": {"name": "a"}}}]}}),
+     ["es.json", "hits.hits[0]._source.@timestamp", "not an RFC 3339 string"]),
+    ("es-hit.json", '{"hits": {"hits": [3]}}', ["es-hit.json", "hits.hits[0]", "should be an object"]),
     ("untimed.log", "started\nlistening on :8080\n", ["no metrics, spans or log lines", "skipped: 2 log line with no",
                                                        "--timestamps", "untimed.log"]),
     ("sample.json", '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"p"},"values":[[1714557600]]}]}}',
@@ -565,6 +569,35 @@ def test_container_log_files_of_each_runtime_are_read_with_their_pod_and_levels(
     assert {"cart-7d9f8c6b5-x2x9q", "payment-5f7c9d8b4-qq7rt", "frontend-6b8f9d7c5-abcde"} <= set(out.pods)
 
 
+def test_elasticsearch_hits_nested_or_dotted_fields_and_one_hit_per_line(tmp_path):
+    """A `_search` response of Filebeat's documents (nested Kubernetes metadata, ECS `log.level`), Fluentd's
+    (`kubernetes.pod_name`, the line in `log`, dotted names, milliseconds), an elasticdump line per hit;
+    a document with no time or no entity is counted as skipped."""
+    search = {"took": 2, "timed_out": False, "hits": {"total": {"value": 4}, "hits": [
+        {"_index": "filebeat", "_source": {"@timestamp": "2024-05-01T10:00:00.250Z", "message": "charge declined",
+                                           "log": {"level": "warning"}, "trace": {"id": "ABCDEF0123456789"},
+                                           "kubernetes": {"pod": {"name": "payment-5f7c9d8b4-qq7rt"},
+                                                          "labels": {"app": "payment"}, "node": {"name": "n1"}}}},
+        {"_index": "fluentd", "_source": {"@timestamp": 1714557601000, "log": "E0501 10:00:01.000 1 x.go:3] down",
+                                          "kubernetes.pod_name": "cart-7d9f8c6b5-x2x9q", "kubernetes.host": "n2"}},
+        {"_index": "fluentd", "_source": {"message": "no time"}},
+        {"_index": "fluentd", "_source": {"@timestamp": "2024-05-01T10:00:02Z", "message": "whose?"}}]}}
+    (tmp_path / "search.json").write_text(json.dumps(search))
+    (tmp_path / "dump.jsonl").write_text(json.dumps({"_index": "app", "_id": "1", "_source": {
+        "@timestamp": "2024-05-01T10:00:03Z", "message": '{"level":"info","msg":"ok"}', "service": {"name": "web"}}}))
+    out = read_exports([tmp_path / "search.json", tmp_path / "dump.jsonl"])
+    t = dt.datetime(2024, 5, 1, 10)
+    assert sorted(out.logs) == [
+        (t + dt.timedelta(seconds=0.25), "payment-5f7c9d8b4-qq7rt", "WARN", "charge declined", "abcdef0123456789"),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "ERROR", "E0501 10:00:01.000 1 x.go:3] down", None),
+        (t + dt.timedelta(seconds=3), "web", "INFO", '{"level":"info","msg":"ok"}', None)]
+    assert (out.pods["payment-5f7c9d8b4-qq7rt"].service, out.pods["payment-5f7c9d8b4-qq7rt"].node) == ("payment", "n1")
+    assert out.pods["cart-7d9f8c6b5-x2x9q"].node == "n2"
+    assert sorted(reason for (_, reason) in out.skipped) == ["document that names no pod, service or host",
+                                                             "document with no @timestamp"]
+    assert out.records["elasticsearch documents"] == 3 and out.files["elasticsearch"] == 2
+
+
 def test_rotated_and_compressed_container_logs_are_read_and_named_by_their_pod(tmp_path):
     import gzip
     from rcagent.exports.containerlogs import pod_of
@@ -585,22 +618,24 @@ def test_rotated_and_compressed_container_logs_are_read_and_named_by_their_pod(t
         read_exports([tmp_path / "bad.log.gz"])
 
 
-def test_a_real_cases_container_log_files_read_back_as_its_logs(job_of, tmp_path):
-    """The TrainTicket case's log lines written as each pod's CRI log files (no level, no trace id beside the
-    line, as a node keeps them; the first two thirds in the kubelet's rotated files, the oldest gzipped):
-    `job create` reads back every line with its pod and time, the level and the trace id each line states,
-    and the ranking's top five is the native job's."""
+@pytest.mark.parametrize("form, files", [("cri-rotated", "0.log.*.gz"), ("elasticsearch", "search-*.json")])
+def test_a_real_cases_log_lines_from_node_files_or_elasticsearch_read_back_as_its_logs(job_of, tmp_path, form, files):
+    """The TrainTicket case's log lines written as each pod's CRI log files (the first two thirds in the
+    kubelet's rotated files, the oldest gzipped), or as Elasticsearch search responses of Filebeat's
+    documents; neither has a level or a trace id beside the line: `job create` reads back every line with
+    its pod and time, the level and the trace id each line states, and the ranking's top five is the
+    native job's."""
     from tests.conftest import CONTACTS_CASE
     native = job_of(CONTACTS_CASE)
-    periods = write_exports(native, tmp_path / "exports", logs="cri-rotated")
-    assert len(list((tmp_path / "exports").rglob("0.log.*.gz"))) > 10
+    periods = write_exports(native, tmp_path / "exports", logs=form)
+    assert len(list((tmp_path / "exports").rglob(files))) > 1
     assert not (tmp_path / "exports" / "loki").joinpath("query_range.json").exists()
     args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
     for b in periods["baseline"]:
         args += ["--baseline", b]
     r = rcagent(*args)
     assert r.returncode == 0, r.stderr
-    assert "container logs" in r.stdout
+    assert ("container logs" if form.startswith("cri") else form) in r.stdout
     a, b = Job.load(native), Job.load(tmp_path / "job")
     query = "SELECT timestamp, entity, level, rtrim(message, chr(10)), trace_id FROM logs ORDER BY ALL"
     want, got = a.query(query), b.query(query)

@@ -45,8 +45,8 @@ def job_group():
 @click.argument("dest", type=click.Path(file_okay=False))
 @click.option("--from", "sources", required=True, multiple=True, type=click.Path(),
               help="An export file or folder (OTLP JSON, Prometheus or Loki query_range JSON, logcli JSON lines, "
-                   "Jaeger JSON, kubectl JSON, a change log as CSV or YAML, container .log files of "
-                   "/var/log/pods or kubectl logs --timestamps); repeat for more.")
+                   "Elasticsearch or OpenSearch _search hits, Jaeger JSON, kubectl JSON, a change log as CSV or "
+                   "YAML, container .log files of /var/log/pods or kubectl logs --timestamps); repeat for more.")
 @click.option("--window", required=True, help="The flagged period, START..END (RFC 3339, UTC unless an offset is given).")
 @click.option("--baseline", multiple=True,
               help="A fault-free period, START..END, optionally @table,table (default: every table); repeat for more.")

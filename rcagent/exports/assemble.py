@@ -28,14 +28,14 @@ import pyarrow as pa
 import yaml
 
 from rcagent.errors import BadInput
-from rcagent.exports import (Collected, ExportError, Source, changelog, containerlogs, jaeger, kubernetes, loki, otlp,
-                             prometheus, rfc3339)
+from rcagent.exports import (Collected, ExportError, Source, changelog, containerlogs, elasticsearch, jaeger,
+                             kubernetes, loki, otlp, prometheus, rfc3339)
 from rcagent.importers import iso, write_folder
 from rcagent.job import SCHEMAS, Job
 from rcagent.validate import NoAliasLoader
 
-READERS = {"container logs": containerlogs, "otlp": otlp, "prometheus": prometheus, "loki": loki, "jaeger": jaeger,
-           "kubernetes": kubernetes, "change log": changelog}
+READERS = {"container logs": containerlogs, "otlp": otlp, "prometheus": prometheus, "loki": loki,
+           "elasticsearch": elasticsearch, "jaeger": jaeger, "kubernetes": kubernetes, "change log": changelog}
 JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
 SUFFIXES = JSON_SUFFIXES | {".csv", ".yaml", ".yml", ".log"}
 K8S_POD = (re.compile(r"^(?P<owner>[a-z0-9.-]+?)-[a-z0-9]{5,10}-[a-z0-9]{5}$"), re.compile(r"^(?P<owner>[a-z0-9.-]+)-\d+$"))
@@ -130,8 +130,8 @@ def read_exports(paths: list[Path]) -> Collected:
             if reader is None:
                 if line is None:
                     raise ExportError(f"{path}: not an export rcagent reads (OTLP JSON, Prometheus or Loki "
-                                      f"query_range JSON, logcli JSON lines, Jaeger JSON, kubectl JSON, a change log, "
-                                      f"container logs)")
+                                      f"query_range JSON, logcli JSON lines, Elasticsearch hits, Jaeger JSON, kubectl "
+                                      f"JSON, a change log, container logs)")
                 out.skip(src, "JSON line of no export format")
                 continue
             READERS[reader].read(doc, src, out)
