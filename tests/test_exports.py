@@ -598,6 +598,18 @@ def test_elasticsearch_hits_nested_or_dotted_fields_and_one_hit_per_line(tmp_pat
     assert out.records["elasticsearch documents"] == 3 and out.files["elasticsearch"] == 2
 
 
+def test_a_message_cannot_forge_a_line_of_its_own(tmp_path):
+    """A line ends at a newline only: a message holding U+2028 or a form feed followed by what looks like a
+    CRI record stays one line at the runtime's time, not a second line at a time the message chose."""
+    forged = "login ok\u20282020-01-01T00:00:00Z stderr F ERROR forged\x0c2020-01-01T00:00:01Z stdout F x"
+    (tmp_path / "web-1.log").write_text(f"2024-05-01T10:00:00Z stdout F {forged}\n", encoding="utf-8")
+    out = read_exports([tmp_path / "web-1.log"])
+    assert [(t, m) for t, _, _, m, _ in out.logs] == [(dt.datetime(2024, 5, 1, 10), forged)]
+    (tmp_path / "lines.jsonl").write_text(json.dumps({"labels": {"pod": "p"}, "line": "a\u2028b",
+                                                      "timestamp": "2024-05-01T10:00:00Z"}, ensure_ascii=False) + "\n")
+    assert [m for _, _, _, m, _ in read_exports([tmp_path / "lines.jsonl"]).logs] == ["a\u2028b"]
+
+
 def test_rotated_and_compressed_container_logs_are_read_and_named_by_their_pod(tmp_path):
     import gzip
     from rcagent.exports.containerlogs import pod_of

@@ -3,8 +3,8 @@ and relations derived from what the data shows.
 
 Files are read by their content, not their name: `.json` (one document, or JSON lines as the collector's
 file exporter writes), `.jsonl`/`.ndjson`, `.csv` and `.yaml`/`.yml` (a change log), and `.log`, a
-container's log file (rcagent/exports/containerlogs.py). A folder is read
-file by file (hidden files and other extensions are counted as skipped). Names are reconciled across
+container's log file, with the kubelet's rotated `.log.DATE-TIME` and `.log.DATE-TIME.gz`
+(rcagent/exports/containerlogs.py). A folder is read file by file (hidden files and other extensions are counted as skipped). Names are reconciled across
 sources: spellings that differ only in case are one entity (the lower-case one kept), `namespace/name` is
 `name` when that is an entity of another source, and a pod whose
 service no source names takes it from the Kubernetes naming of its pod (`<deployment>-<hash>-<id>`,
@@ -85,7 +85,9 @@ def documents(path: Path):
     except (OSError, EOFError) as exc:   # gzip.BadGzipFile is an OSError
         raise ExportError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if containerlogs.is_log_file(path):
-        yield None, containerlogs.LogFile(path, text.splitlines())
+        # lines end at a newline only: a log message may hold U+2028 or a form feed, and splitlines() would
+        # cut it there into a line whose time and stream the message chose
+        yield None, containerlogs.LogFile(path, text.split("\n"))
         return
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -106,7 +108,7 @@ def documents(path: Path):
                 raise ExportError(f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from None
         except RecursionError:
             raise ExportError(f"{path}: nested too deeply") from None
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):   # as above: a JSON string may hold a raw U+2028
         if not line.strip():
             continue
         try:
