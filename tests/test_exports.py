@@ -578,7 +578,7 @@ def test_elasticsearch_hits_nested_or_dotted_fields_and_one_hit_per_line(tmp_pat
                                            "log": {"level": "warning"}, "trace": {"id": "ABCDEF0123456789"},
                                            "kubernetes": {"pod": {"name": "payment-5f7c9d8b4-qq7rt"},
                                                           "labels": {"app": "payment"}, "node": {"name": "n1"}}}},
-        {"_index": "fluentd", "_source": {"@timestamp": 1714557601000, "log": "E0501 10:00:01.000 1 x.go:3] down",
+        {"_index": "fluentd", "_source": {"@timestamp": "1714557601000", "log": "E0501 10:00:01.000 1 x.go:3] down",
                                           "kubernetes.pod_name": "cart-7d9f8c6b5-x2x9q", "kubernetes.host": "n2"}},
         {"_index": "fluentd", "_source": {"message": "no time"}},
         {"_index": "fluentd", "_source": {"@timestamp": "2024-05-01T10:00:02Z", "message": "whose?"}}]}}

@@ -3,7 +3,8 @@ hit per line as `elasticdump` and scroll scripts write them (`{"_index", "_sourc
 
 The fields are those Filebeat, Fluent Bit and Fluentd's Kubernetes metadata give, nested or dotted alike
 (`{"kubernetes": {"pod": {"name": ...}}}` is `kubernetes.pod.name`):
-- the time: `@timestamp` (RFC 3339, or milliseconds since the epoch), else `timestamp`, else `time`;
+- the time: `@timestamp` (RFC 3339, or milliseconds since the epoch as a number or digits), else
+  `timestamp`, else `time`;
 - the entity: the pod (`kubernetes.pod.name`, `kubernetes.pod_name`, `k8s.pod.name`), its service
   (`service.name`, `kubernetes.labels.app.kubernetes.io/name` and other label spellings, `kubernetes.labels.app`,
   `kubernetes.container.name`) and node (`kubernetes.node.name`, `kubernetes.host`, `host.name`); without a
@@ -69,7 +70,8 @@ def _hit(hit, src: Source, where: str, out: Collected) -> None:
         out.skip(src, "document with no @timestamp")
         return
     at = f"{where}._source.@timestamp"
-    ts = instant(when, "ms", src, at) if isinstance(when, (int, float)) else rfc3339(when, src, at)
+    epoch = isinstance(when, (int, float)) or (isinstance(when, str) and when.isdigit())
+    ts = instant(when, "ms", src, at) if epoch else rfc3339(when, src, at)
     pod, service, node = _first(source, POD), _first(source, SERVICE), _first(source, NODE)
     if pod:
         out.pod(pod, service, node)
