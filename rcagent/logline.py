@@ -101,3 +101,9 @@ def trace_of(line: str | None) -> str | None:
             return value.rsplit("/", 1)[-1].lower()   # Cloud Logging: projects/P/traces/ID
     m = _TRACE_TEXT.search(line[:400])
     return m.group(1).lower() if m else None
+
+
+def described(line: str | None, level=None, trace: str | None = None) -> tuple[str | None, str | None]:
+    """A line's level and trace id: those its source gives (the level in rcagent's spelling, or as given
+    when it names none a logger uses and the line states none either), else those the line states."""
+    return level_name(level) or level_of(line) or (str(level) if level else None), trace or trace_of(line)

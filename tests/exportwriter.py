@@ -67,16 +67,16 @@ def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
     for entity, lines in by_entity.items():
         digest = hashlib.sha256(entity.encode()).hexdigest()
         if form in ("cri", "cri-rotated"):
+            def cri(part: list) -> str:
+                return "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in part)
             path = out / "var/log/pods" / f"default_{entity}_{uuid.UUID(digest[:32])}" / "app" / "0.log"
-            text = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in lines)
+            text = cri(lines)
             if form == "cri-rotated" and len(lines) >= 3:   # the kubelet's rotation: older thirds, the oldest gzipped
                 path.parent.mkdir(parents=True, exist_ok=True)
                 third = len(lines) // 3
-                older = ((lines[:third], "0.log.20000101-000000.gz"), (lines[third:2 * third], "0.log.20000101-000100"))
-                for part, name in older:
-                    body = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in part).encode()
-                    (path.parent / name).write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
-                text = "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in lines[2 * third:])
+                (path.parent / "0.log.20000101-000000.gz").write_bytes(gzip.compress(cri(lines[:third]).encode()))
+                (path.parent / "0.log.20000101-000100").write_text(cri(lines[third:2 * third]))
+                text = cri(lines[2 * third:])
         elif form == "docker":
             path = out / "var/log/containers" / f"{entity}_default_app-{digest}.log"
             text = "".join(json.dumps({"log": m + "\n", "stream": "stdout", "time": rfc_nanos(t)}) + "\n"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rcagent.exports import Collected, Source, rfc3339
-from rcagent.logline import level_of, trace_of
+from rcagent.logline import described
 
 LOG_NAME = re.compile(r"\.log(\.\d{8}-\d{6})?(\.gz)?$", re.I)   # N.log, rotated N.log.DATE-TIME, compressed
 _CONTAINERS = re.compile(r"^(?P<pod>[^_]+)_(?P<ns>[^_]+)_(?P<container>.+)-[0-9a-f]{64}$")
@@ -70,7 +70,8 @@ def read(doc: LogFile, src: Source, out: Collected) -> None:
     def emit(when, text: str) -> None:
         nonlocal kept
         text = text.rstrip("\r\n")
-        out.logs.append((when, pod, level_of(text), text, trace_of(text)))
+        level, trace = described(text)
+        out.logs.append((when, pod, level, text, trace))
         kept += 1
 
     def part(stream: str, at: Source, time_text: str, text: str, last: bool) -> None:

@@ -17,7 +17,7 @@ A document that names no time or no entity is counted as skipped.
 from __future__ import annotations
 
 from rcagent.exports import Collected, Source, expect, instant, rfc3339
-from rcagent.logline import level_name, level_of, trace_of
+from rcagent.logline import described
 
 TIME = ("@timestamp", "timestamp", "time")
 POD = ("kubernetes.pod.name", "kubernetes.pod_name", "k8s.pod.name")
@@ -84,9 +84,9 @@ def _hit(hit, src: Source, where: str, out: Collected) -> None:
         out.skip(src, "document that names no pod, service or host")
         return
     line = _first(source, MESSAGE) or ""
-    level = level_name(_first(source, LEVEL)) or level_of(line) or _first(source, LEVEL)
     trace = _first(source, TRACE)
-    out.logs.append((ts, entity, level, line, trace.lower() if trace else trace_of(line)))
+    level, trace = described(line, _first(source, LEVEL), trace.lower() if trace else None)
+    out.logs.append((ts, entity, level, line, trace))
     out.records["elasticsearch documents"] += 1
 
 

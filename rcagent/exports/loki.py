@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rcagent.exports import Collected, Source, expect, instant, rfc3339
 from rcagent.exports.prometheus import NODE, POD, SERVICE, _first
-from rcagent.logline import level_name, level_of, trace_of
+from rcagent.logline import described
 
 LEVEL = ("level", "detected_level", "severity", "severity_text")
 TRACE = ("trace_id", "traceID", "traceId", "traceid")
@@ -37,10 +37,10 @@ def _entity(labels: dict, src: Source, out: Collected) -> str | None:
 
 
 def _row(ts, entity: str, level, line: str, trace) -> tuple:
-    """A logs row: the level as labelled (in rcagent's spelling), else as the line states it (also when the
-    label names no level: Loki's `detected_level` is `unknown` where it found none), and the trace id."""
-    level = level_name(level) or level_of(line) or (str(level) if level else None)
-    return ts, entity, level, line, trace or trace_of(line)
+    """A logs row: the level and trace id as labelled, else as the line states them (also when the label
+    names no level: Loki's `detected_level` is `unknown` where it found none)."""
+    level, trace = described(line, level, trace)
+    return ts, entity, level, line, trace
 
 
 def read(doc: dict, src: Source, out: Collected) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from rcagent.exports import Collected, Source, expect, instant
-from rcagent.logline import level_name, level_of, trace_of
+from rcagent.logline import described
 
 KINDS = ("resourceSpans", "resourceMetrics", "resourceLogs")
 SCOPES = {"resourceSpans": ("scopeSpans", "instrumentationLibrarySpans"),
@@ -242,6 +242,6 @@ def _logs(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected) ->
         elif not level and isinstance(number, str) and number.startswith("SEVERITY_NUMBER_"):
             level = number.removeprefix("SEVERITY_NUMBER_").rstrip("0123456789") or None
         line = "" if body is None else str(body)
-        level = level_name(level) or level_of(line) or level   # a severity that names no level: what the line states
-        out.logs.append((ts, entity, level, line, str(record.get("traceId") or "").lower() or trace_of(line)))
+        level, trace = described(line, level, str(record.get("traceId") or "").lower() or None)
+        out.logs.append((ts, entity, level, line, trace))
         out.records["otlp log records"] += 1

@@ -1,0 +1,186 @@
+"""`rcagent job create`'s log sources beyond Loki and OTLP, and what a log line says of itself: the level and
+trace id of the common loggers' formats, container log files (CRI, Docker json-file, kubectl, rotated),
+Elasticsearch hits; on synthetic edge cases and a real case's lines read back."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from rcagent.exports import ExportError
+from rcagent.exports.assemble import read_exports
+from rcagent.job import Job
+from rcagent.tools.overview import ranking
+from tests.exportwriter import write_exports
+from tests.test_cli import rcagent
+
+
+@pytest.mark.parametrize("line, level", [
+    ('{"level":"info","msg":"GET /cart","error":null}', "INFO"),                 # zap, logrus
+    ('{"severity":"ERROR","message":"charge declined"}', "ERROR"),              # Cloud Logging, OB's Go services
+    ('{"level":50,"time":1714557600000,"msg":"db down"}', "ERROR"),             # pino, bunyan
+    ('{"@timestamp":"2024-05-01T10:00:00Z","log.level":"warn","message":"x"}', "WARN"),   # ECS
+    ('{"log":{"level":"Warning"},"message":"x"}', "WARN"),                      # ECS nested
+    ('{"@t":"2024-05-01T10:00:00Z","@l":"Fatal","@mt":"x"}', "FATAL"),          # Serilog compact
+    ('{"@t":"2024-05-01T10:00:00Z","@mt":"started"}', None),                    # Serilog leaves Information out
+    ('{"level":"banana","msg":"INFO ERROR"}', None),                            # a field that names no level
+    ('{"level":true}', None),
+    ('ts=2024-05-01T10:00:00Z level=warn msg="slow upstream"', "WARN"),         # logfmt
+    ('time="2024-05-01T10:00:00Z" level=error msg="charge failed"', "ERROR"),
+    ('E1207 10:00:00.123456       1 controller.go:12] sync failed', "ERROR"),   # klog, glog
+    ('I1207 10:00:00.123456       1 controller.go:12] synced', "INFO"),
+    ('2024-05-01 10:00:00.123  INFO 1 --- [main] c.e.App : Started App', "INFO"),   # Spring Boot
+    ('[ERROR] 2024-05-01 10:00:00 payment: declined', "ERROR"),
+    ('GET /api/errors 200 12ms', None),
+    ('user INFO-desk logged in', None),
+    ('', None),
+])
+def test_a_log_line_states_its_level_as_the_common_loggers_write_it(line, level):
+    from rcagent.logline import level_of
+    assert level_of(line) == level
+
+
+def test_a_label_that_names_no_level_gives_way_to_the_level_the_line_states(tmp_path):
+    doc = {"status": "success", "data": {"resultType": "streams", "result": [
+        {"stream": {"pod": "cart-1", "detected_level": "unknown"},
+         "values": [["1714557600000000000", '{"level":"error","msg":"redis down"}'], ["1714557601000000000", "ok"]]},
+        {"stream": {"pod": "cart-1", "level": "audit"}, "values": [["1714557602000000000", "user 7 logged in"]]}]}}
+    (tmp_path / "loki.json").write_text(json.dumps(doc))
+    assert [row[2] for row in sorted(read_exports([tmp_path / "loki.json"]).logs)] == ["ERROR", "unknown", "audit"]
+
+
+def test_a_log_line_states_its_trace_id():
+    from rcagent.logline import trace_of
+    assert trace_of('{"msg":"x","trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736"}') == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_of('{"logging.googleapis.com/trace":"projects/p/traces/4bf92f3577b34da6"}') == "4bf92f3577b34da6"
+    assert trace_of("16:42:09.486 INFO t.c.Travel2Controller#115 TraceID: 6f3cbf058c2765548a39ad724905d6a1 x") \
+        == "6f3cbf058c2765548a39ad724905d6a1"
+    assert trace_of("level=info traceId=00f067aa0ba902b7 msg=ok") == "00f067aa0ba902b7"
+    assert trace_of("retrying trace 12") is None and trace_of(None) is None
+
+
+def test_container_log_files_of_each_runtime_are_read_with_their_pod_and_levels(tmp_path):
+    """CRI files (a long line in parts P..F), Docker json-file lines (parts without a newline), `kubectl logs
+    --timestamps` output; the pod from the kubelet's paths or the file's name; a line with no time is
+    counted as skipped with the remedy, not guessed; a file cut inside a long line keeps its parts."""
+    from rcagent.exports.containerlogs import NO_TIME
+    cri = tmp_path / "var/log/pods/shop_cart-7d9f8c6b5-x2x9q_0b1c2d3e-0000-4000-8000-000000000001/cart/0.log"
+    cri.parent.mkdir(parents=True)
+    cri.write_text("2024-05-01T10:00:00.123456789Z stdout P {\"level\":\"error\",\n"
+                   "2024-05-01T10:00:00.123456790Z stdout F \"msg\":\"redis timeout\"}\n"
+                   "2024-05-01T10:00:01.000000000Z stderr F W0501 10:00:01.000000 1 cache.go:7] slow\n"
+                   "2024-05-01T12:00:01+02:00 stdout F level=info msg=ok\n"
+                   "2024-05-01T10:00:03.000000000Z stdout P cut in the mid")
+    docker = tmp_path / "var/log/containers" / f"payment-5f7c9d8b4-qq7rt_shop_payment-{'a' * 64}.log"
+    docker.parent.mkdir(parents=True)
+    docker.write_text(json.dumps({"log": "2024-05-01 10:00:00 ERROR charge ", "stream": "stdout",
+                                  "time": "2024-05-01T10:00:00.5Z"}) + "\n"
+                      + json.dumps({"log": "failed\n", "stream": "stdout", "time": "2024-05-01T10:00:00.6Z"}) + "\n"
+                      + json.dumps({"log": "ok\n", "stream": "stderr", "time": "2024-05-01T10:00:00.7Z"}) + "\n")
+    kubectl = tmp_path / "frontend-6b8f9d7c5-abcde.log"
+    kubectl.write_text("2024-05-01T10:00:02.5Z GET /cart 200\nno time on this line\n")
+    out = read_exports([tmp_path / "var", kubectl])
+    t = dt.datetime(2024, 5, 1, 10)
+    assert sorted(out.logs) == [
+        (t + dt.timedelta(microseconds=123456), "cart-7d9f8c6b5-x2x9q", "ERROR",
+         '{"level":"error","msg":"redis timeout"}', None),
+        (t + dt.timedelta(seconds=0.5), "payment-5f7c9d8b4-qq7rt", "ERROR", "2024-05-01 10:00:00 ERROR charge failed",
+         None),
+        (t + dt.timedelta(seconds=0.7), "payment-5f7c9d8b4-qq7rt", None, "ok", None),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "INFO", "level=info msg=ok", None),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "WARN", "W0501 10:00:01.000000 1 cache.go:7] slow", None),
+        (t + dt.timedelta(seconds=2.5), "frontend-6b8f9d7c5-abcde", None, "GET /cart 200", None),
+        (t + dt.timedelta(seconds=3), "cart-7d9f8c6b5-x2x9q", None, "cut in the mid", None)]
+    assert out.skipped == {(str(kubectl), NO_TIME): 1}
+    assert out.records["container log lines"] == 7 and out.files["container logs"] == 3
+    assert {"cart-7d9f8c6b5-x2x9q", "payment-5f7c9d8b4-qq7rt", "frontend-6b8f9d7c5-abcde"} <= set(out.pods)
+
+
+def test_elasticsearch_hits_nested_or_dotted_fields_and_one_hit_per_line(tmp_path):
+    """A `_search` response of Filebeat's documents (nested Kubernetes metadata, ECS `log.level`), Fluentd's
+    (`kubernetes.pod_name`, the line in `log`, dotted names, milliseconds), an elasticdump line per hit;
+    a document with no time or no entity is counted as skipped."""
+    search = {"took": 2, "timed_out": False, "hits": {"total": {"value": 4}, "hits": [
+        {"_index": "filebeat", "_source": {"@timestamp": "2024-05-01T10:00:00.250Z", "message": "charge declined",
+                                           "log": {"level": "warning"}, "trace": {"id": "ABCDEF0123456789"},
+                                           "kubernetes": {"pod": {"name": "payment-5f7c9d8b4-qq7rt"},
+                                                          "labels": {"app": "payment"}, "node": {"name": "n1"}}}},
+        {"_index": "fluentd", "_source": {"@timestamp": "1714557601000", "log": "E0501 10:00:01.000 1 x.go:3] down",
+                                          "kubernetes.pod_name": "cart-7d9f8c6b5-x2x9q", "kubernetes.host": "n2"}},
+        {"_index": "fluentd", "_source": {"message": "no time"}},
+        {"_index": "fluentd", "_source": {"@timestamp": "2024-05-01T10:00:02Z", "message": "whose?"}}]}}
+    (tmp_path / "search.json").write_text(json.dumps(search))
+    (tmp_path / "dump.jsonl").write_text(json.dumps({"_index": "app", "_id": "1", "_source": {
+        "@timestamp": "2024-05-01T10:00:03Z", "message": '{"level":"info","msg":"ok"}', "service": {"name": "web"}}}))
+    out = read_exports([tmp_path / "search.json", tmp_path / "dump.jsonl"])
+    t = dt.datetime(2024, 5, 1, 10)
+    assert sorted(out.logs) == [
+        (t + dt.timedelta(seconds=0.25), "payment-5f7c9d8b4-qq7rt", "WARN", "charge declined", "abcdef0123456789"),
+        (t + dt.timedelta(seconds=1), "cart-7d9f8c6b5-x2x9q", "ERROR", "E0501 10:00:01.000 1 x.go:3] down", None),
+        (t + dt.timedelta(seconds=3), "web", "INFO", '{"level":"info","msg":"ok"}', None)]
+    assert (out.pods["payment-5f7c9d8b4-qq7rt"].service, out.pods["payment-5f7c9d8b4-qq7rt"].node) == ("payment", "n1")
+    assert out.pods["cart-7d9f8c6b5-x2x9q"].node == "n2"
+    assert sorted(reason for (_, reason) in out.skipped) == ["document that names no pod, service or host",
+                                                             "document with no @timestamp"]
+    assert out.records["elasticsearch documents"] == 3 and out.files["elasticsearch"] == 2
+
+
+def test_a_message_cannot_forge_a_line_of_its_own(tmp_path):
+    """A line ends at a newline only: a message holding U+2028 or a form feed followed by what looks like a
+    CRI record stays one line at the runtime's time, not a second line at a time the message chose."""
+    forged = "login ok\u20282020-01-01T00:00:00Z stderr F ERROR forged\x0c2020-01-01T00:00:01Z stdout F x"
+    (tmp_path / "web-1.log").write_text(f"2024-05-01T10:00:00Z stdout F {forged}\n", encoding="utf-8")
+    out = read_exports([tmp_path / "web-1.log"])
+    assert [(t, m) for t, _, _, m, _ in out.logs] == [(dt.datetime(2024, 5, 1, 10), forged)]
+    (tmp_path / "lines.jsonl").write_text(json.dumps({"labels": {"pod": "p"}, "line": "a\u2028b",
+                                                      "timestamp": "2024-05-01T10:00:00Z"}, ensure_ascii=False) + "\n")
+    assert [m for _, _, _, m, _ in read_exports([tmp_path / "lines.jsonl"]).logs] == ["a\u2028b"]
+
+
+def test_rotated_and_compressed_container_logs_are_read_and_named_by_their_pod(tmp_path):
+    import gzip
+    from rcagent.exports.containerlogs import pod_of
+    folder = tmp_path / "var/log/pods/shop_cart-7d9f8c6b5-x2x9q_0b1c2d3e-0000-4000-8000-000000000001/cart"
+    folder.mkdir(parents=True)
+    (folder / "0.log.20240501-095900.gz").write_bytes(gzip.compress(b"2024-05-01T09:58:00Z stdout F oldest\n"))
+    (folder / "0.log.20240501-100000").write_text("2024-05-01T09:59:30Z stdout F older\n")
+    (folder / "0.log").write_text("2024-05-01T10:00:30Z stdout F newest\n")
+    (folder / "notes.txt").write_text("not a log")
+    out = read_exports([tmp_path / "var"])
+    assert sorted(m for _, _, _, m, _ in out.logs) == ["newest", "older", "oldest"]
+    assert {e for _, e, _, _, _ in out.logs} == {"cart-7d9f8c6b5-x2x9q"}
+    assert [reason for (_, reason) in out.skipped] == ["file of no export format"]
+    assert pod_of(Path(f"/var/log/containers/web-1_shop_web-{'b' * 64}.log")) == "web-1"
+    assert pod_of(Path("/tmp/frontend-6b8f9d7c5-abcde.log.gz")) == "frontend-6b8f9d7c5-abcde"
+    (tmp_path / "bad.log.gz").write_bytes(b"not gzip")
+    with pytest.raises(ExportError, match="bad.log.gz: cannot read"):
+        read_exports([tmp_path / "bad.log.gz"])
+
+
+@pytest.mark.parametrize("form, files", [("cri-rotated", "0.log.*.gz"), ("elasticsearch", "search-*.json")])
+def test_a_real_cases_log_lines_from_node_files_or_elasticsearch_read_back_as_its_logs(job_of, tmp_path, form, files):
+    """The TrainTicket case's log lines written as each pod's CRI log files (the first two thirds in the
+    kubelet's rotated files, the oldest gzipped), or as Elasticsearch search responses of Filebeat's
+    documents; neither has a level or a trace id beside the line: `job create` reads back every line with
+    its pod and time, the level and the trace id each line states, and the ranking's top five is the
+    native job's."""
+    from tests.conftest import CONTACTS_CASE
+    native = job_of(CONTACTS_CASE)
+    periods = write_exports(native, tmp_path / "exports", logs=form)
+    assert len(list((tmp_path / "exports").rglob(files))) > 1
+    assert not (tmp_path / "exports" / "loki").joinpath("query_range.json").exists()
+    args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
+    for b in periods["baseline"]:
+        args += ["--baseline", b]
+    r = rcagent(*args)
+    assert r.returncode == 0, r.stderr
+    assert ("container logs" if form.startswith("cri") else form) in r.stdout
+    a, b = Job.load(native), Job.load(tmp_path / "job")
+    query = "SELECT timestamp, entity, level, rtrim(message, chr(10)), trace_id FROM logs ORDER BY ALL"
+    want, got = a.query(query), b.query(query)
+    assert len(want) > 1_000 and {w[2] for w in want} == {"INFO", "WARN", "ERROR"}
+    assert got == want
+    assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]
+    assert ranking(b)[0][0] == "ts-contacts-service"
