@@ -10,7 +10,8 @@ with the telemetry as imported and thinned in memory (the job's files are not to
 - metrics every 2nd sample: each series keeps every other sample, baseline and window alike (the step
   doubles);
 - traces 1 in 4: whole traces kept by their id's hash, as head-based sampling keeps them (only jobs with
-  traces);
+  traces); each job is sampled four times, the four disjoint quarters of its traces, and scored by the mean
+  of the four (one sample's figure moves by several cases with the sample drawn);
 - no traces, no logs, metrics only: the table (or both) emptied, as a job without its file reads (only jobs
   that have it).
 Jobs whose tables were split at an onset are split again at the onset found in the thinned data.
@@ -28,16 +29,20 @@ METHODS = ("ranking", *BASELINES)
 NONE = "WHERE false"
 KEEP = {  # the tables thinned, each with the clause that keeps its rows
     "metrics every 2nd sample": {"metrics": "QUALIFY row_number() OVER (PARTITION BY entity, metric ORDER BY timestamp) % 2 = 0"},
-    "traces 1 in 4": {"traces": "WHERE hash(trace_id) % 4 = 0"},
+    "traces 1 in 4": {"traces": "WHERE md5_number(trace_id) % 4 = {part}"},   # md5: the same quarters everywhere
     "no traces": {"traces": NONE},
     "no logs": {"logs": NONE},
     "metrics only": {"traces": NONE, "logs": NONE},
 }
 
 
-def thin(job: Job, variant: str) -> bool:
-    """The job with its tables thinned as `variant` says; False when the job has none of them."""
-    tables = {t: keep for t, keep in KEEP[variant].items() if job.rows.get(t)}
+SAMPLES = {"traces 1 in 4": 4}   # a variant drawn as several disjoint samples, each job scored by their mean
+
+
+def thin(job: Job, variant: str, part: int = 0) -> bool:
+    """The job with its tables thinned as `variant` says (its `part`-th sample where it draws several);
+    False when the job has none of them."""
+    tables = {t: keep.format(part=part) for t, keep in KEEP[variant].items() if job.rows.get(t)}
     if not tables:
         return False
     undo_split(job)
@@ -52,13 +57,21 @@ def thin(job: Job, variant: str) -> bool:
     return True
 
 
+def _mean_pr1(samples: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """Each method's PR@1 averaged over a variant's samples (None: the variant does not apply)."""
+    if any(s is None for s in samples):
+        return None
+    return {m: sum(s[m] for s in samples) / len(samples) for m in samples[0]}
+
+
 def main() -> None:
     _, labels = jobs_from_arguments()
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     for job_id, (folder, label) in labels.items():
-        row = {v: pr1_by_method(folder, label, None if v == VARIANTS[0] else lambda job, v=v: thin(job, v))
-               for v in VARIANTS}
+        row = {v: _mean_pr1([pr1_by_method(folder, label, None if v == VARIANTS[0] else
+                                           lambda job, v=v, part=part: thin(job, v, part))
+                             for part in range(SAMPLES.get(v, 1))]) for v in VARIANTS}
         for v, pr1 in row.items():
             for m in METHODS:
                 for g in (groups[job_id], "all"):
@@ -68,7 +81,8 @@ def main() -> None:
                         hits[g][f"{v} (as imported)", m].append(row["as imported"][m])
         changed = [v for v in VARIANTS[1:] if row[v] is not None and row[v]["ranking"] != row[VARIANTS[0]]["ranking"]]
         if changed:
-            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v]['ranking'] else 'lost'}" for v in changed),
+            print(f"{job_id}: " + ", ".join(f"{v} {'found' if row[v]['ranking'] > row[VARIANTS[0]]['ranking'] else 'lost'}"
+                                            + (f" ({row[v]['ranking']:.2f})" if v in SAMPLES else "") for v in changed),
                   flush=True)
     print("\nPR@1 of the ranking (NSigma / BARO / random); for a thinned variant, on the jobs it applies to, "
           "beside the same jobs as imported\n")

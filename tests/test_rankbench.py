@@ -183,6 +183,14 @@ def test_the_resolution_benchmark_halves_every_series_and_keeps_whole_traces(tmp
     kept = job.query("SELECT trace_id, count(*) FROM traces GROUP BY 1")
     assert 0 < len(kept) < 40 and all(n == 2 for _, n in kept)     # both spans of every trace kept
     assert job.rows["traces"] == 2 * len(kept) and "overview_rows" not in job.cache
+    # the four samples a job is scored by are its traces' four disjoint quarters: each trace in exactly one
+    everything = Job.load(make_job(tmp_path / "k")).query("SELECT DISTINCT trace_id FROM traces")
+    quarters = []
+    for part in range(resolution.SAMPLES["traces 1 in 4"]):
+        job = Job.load(make_job(tmp_path / "k"))
+        assert resolution.thin(job, "traces 1 in 4", part)
+        quarters.append({t for t, in job.query("SELECT DISTINCT trace_id FROM traces")})
+    assert sum(map(len, quarters)) == len(everything) == len(set().union(*quarters)) and all(quarters)
 
 
 def test_the_resolution_benchmark_empties_traces_and_logs_as_a_job_without_their_files(tmp_path):
