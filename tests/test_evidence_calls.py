@@ -413,3 +413,38 @@ def test_on_a_real_job_a_p95_of_a_few_calls_does_not_outrank_the_culprit(job_of,
     # first on its p95 (32 -> 205 ms) and its own time per call, a mean of those few calls
     path = job_of(case)
     assert ranking(Job.load(path))[0][0] in culprit_of(path)
+
+
+def _own_time_job(tmp_path: Path, window_ms) -> Job:
+    """make_job with traces of its own: frontend calls search every 5 s for 20 minutes; search makes no call,
+    so its span is all its own time: 5 ms in the baseline, window_ms(minute, second) in the window."""
+    job = make_job(tmp_path / "j")
+    spans = []
+    for minute in range(20):
+        for second in range(0, 60, 5):
+            at = dt.datetime(2024, 1, 1, 0, minute, second)
+            own = window_ms(minute, second) if minute >= 10 else 5.0
+            trace = f"t{minute}-{second}"
+            spans += [(trace, f"{trace}-p", None, at, own + 2.0, "frontend", "frontend", "GET /search", "OK"),
+                      (trace, f"{trace}-c", f"{trace}-p", at, own, "search", "search", "query", "OK")]
+    write_table(job, "traces", SPANS, spans)
+    return Job.load(job)
+
+
+def test_a_few_calls_that_ran_long_in_one_stretch_are_no_own_time_change(tmp_path):
+    # three calls of 600 ms in one half-minute (a pause) among 120: the window's mean own time per call is
+    # 20 ms against 5, but its typical 30 s stretch is 5 ms, as before
+    pause = _own_time_job(tmp_path / "pause", lambda m, s: 600.0 if (m, s) in ((14, 0), (14, 5), (14, 10)) else 5.0)
+    assert not any(why.startswith("own time") for _, why, _ in scores(pause).get("search", []))
+    # every call slower from the window's start: the typical stretch shows it
+    slow = _own_time_job(tmp_path / "slow", lambda m, s: 60.0)
+    assert any(why.startswith("own time per call 5->60 ms") for _, why, _ in scores(slow)["search"])
+
+
+def test_on_a_real_job_a_busy_service_s_few_long_calls_do_not_outrank_the_culprit(job_of):
+    # TrainTicket, a wrong return value in the price service at 11:19: the order service's mean own time per
+    # call rose 4 -> 21 ms from a few long spans (its typical 30 s stretch did not move) and ranked first
+    path = job_of("2023-01-29_11_19")
+    job = Job.load(path)
+    assert not any(why.startswith("own time") for _, why, _ in scores(job).get("ts-order-service", []))
+    assert ranking(job)[0][0] in culprit_of(path)

@@ -1,7 +1,7 @@
 """The overview's call signals, from traces: calls a callee received against what its callers' own
-requests would have made, its p95 latency (the median where its calls are few) and own time per call,
-error spans, and the cross-span gap of each call edge (the caller's side or the callee's); and the user
-traffic the call rates are scaled by."""
+requests would have made, its p95 latency (the median where its calls are few) and own time per call (at
+most its typical 30 s stretch's from the onset), error spans, and the cross-span gap of each call edge (the
+caller's side or the callee's); and the user traffic the call rates are scaled by."""
 from __future__ import annotations
 
 import math
@@ -65,9 +65,8 @@ def call_signals(job: Job, rows: dict, params: RankingParams):
                 yield name, (s, f"incoming calls {b_rate:.0f}->{w_rate:.0f}/min", "calls")
         own_rose = own_time_rose(rows, name, b, w, params)
         if own_rose:
-            own_b, own_w = rows["own"][name]
-            yield name, (log_ratio(own_w / w, own_b / b), f"own time per call {own_b / b:.0f}->{own_w / w:.0f} ms",
-                         "calls")
+            per_b, per_w = own_per_call(rows, name, b, w)
+            yield name, (log_ratio(per_w, per_b), f"own time per call {per_b:.0f}->{per_w:.0f} ms", "calls")
         if b_lat is not None and w_lat is not None and w_lat > b_lat:
             # only slower calls: faster ones are no evidence of a fault (a failing entity that answers
             # faster shows it by its errors, scored below and from its logs)
@@ -170,7 +169,35 @@ def own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) 
     own_b, own_w = rows["own"].get(name, (None, None))
     if not (min(b, w) >= LATENCY_CALLS and own_b is not None and own_w is not None):
         return None
-    return own_w / w - own_b / b >= GAP_MIN_MS and log_ratio(own_w / w, own_b / b) >= params.call_min
+    per_b, per_w = own_per_call(rows, name, b, w)
+    return per_w - per_b >= GAP_MIN_MS and log_ratio(per_w, per_b) >= params.call_min
+
+
+def typical_own_time(job: Job, onset, bucket_min: int) -> dict[str, float]:
+    """service or pod -> its typical own time per call from the onset on, in ms: the median over the window's
+    30 s stretches with `bucket_min` calls or more of the stretch's own time per call. A fault lasts from its
+    onset; a few calls that ran long in one stretch (a pause, a retry) raise the mean of the window but not
+    the typical stretch (as the latency of the incident is its typical 30 s p95). Run after own_time."""
+    win = job.in_window("start")
+    out = {}
+    for column, level in (("svc", "callee"), ("entity", "callee_pod")):   # columns of own_spans and edges
+        out |= dict(job.query(f"""
+            WITH own AS (SELECT {column} AS name, time_bucket(INTERVAL 30 SECOND, start) AS t, sum(own_ms) AS ms
+                         FROM own_spans WHERE {column} IS NOT NULL AND {win} AND start >= $onset GROUP BY 1, 2),
+                 calls AS (SELECT {level} AS name, time_bucket(INTERVAL 30 SECOND, start) AS t, count(*) AS n
+                           FROM edges WHERE {level} IS NOT NULL AND {win} AND start >= $onset GROUP BY 1, 2
+                           HAVING count(*) >= $n)
+            SELECT name, median(coalesce(ms, 0) / n) FROM calls LEFT JOIN own USING (name, t) GROUP BY 1""",
+                              {"onset": onset, "n": bucket_min}))
+    return out
+
+
+def own_per_call(rows: dict, name: str, b: int, w: int) -> tuple[float, float]:
+    """(baseline, window) own time per call of an entity with own times, the window's at most its typical
+    stretch's (typical_own_time)."""
+    own_b, own_w = rows["own"][name]
+    typical = rows.get("own_typical", {}).get(name)
+    return own_b / b, own_w / w if typical is None else min(own_w / w, typical)
 
 
 def requests_that_led(job: Job) -> dict[str, tuple[int, int]]:

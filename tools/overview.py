@@ -51,7 +51,7 @@ from rcagent.onset import find_onset
 from rcagent.tables import render_table
 from rcagent.tools import Param, register
 from rcagent.tools.call_signals import (LATENCY_CALLS, call_signals, gap_signals, own_time, peer_gap_signals,
-                                        requests_that_led, traffic_factor)
+                                        requests_that_led, traffic_factor, typical_own_time)
 from rcagent.tools.calls import edges
 from rcagent.tools.change_signals import CHANGE_HORIZON_S, change_signals, latest_changes
 from rcagent.tools.common import short
@@ -91,8 +91,8 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
     if "overview_rows" in job.cache:
         return job.cache["overview_rows"]
     metrics, newborn = metric_rows(job)
-    rows: dict = {"metrics": metrics, "newborn": newborn, "calls": [], "own": {}, "led": {}, "gaps": [],
-                  "peer_gaps": False, "callers": set()}
+    rows: dict = {"metrics": metrics, "newborn": newborn, "calls": [], "own": {}, "own_typical": {}, "led": {},
+                  "gaps": [], "peer_gaps": False, "callers": set()}
     if job.observed_seconds("traces", window=False) and job.observed_seconds("traces"):
         edges(job)
         win, base = job.in_window("start"), job.in_baseline("traces", "start")
@@ -119,6 +119,7 @@ def _rows(job: Job) -> dict[str, list[tuple]]:
                                        else min(w95, typical[n]), b50, w50)
                               for n, b, w, e, b95, w95, b50, w50 in calls]
         rows["own"] = own_time(job)
+        rows["own_typical"] = typical_own_time(job, onset, BUCKET_MIN)
         rows["led"] = requests_that_led(job)
         rows["callers"] = {name for pair in job.query(f"SELECT DISTINCT caller, caller_pod FROM edges WHERE {win}")
                            for name in pair if name}
