@@ -4,6 +4,7 @@ most its typical 30 s stretch's from the onset), error spans, and the cross-span
 caller's side or the callee's); and the user traffic the call rates are scaled by."""
 from __future__ import annotations
 
+import datetime as dt
 import math
 import statistics
 from collections import defaultdict
@@ -173,7 +174,7 @@ def own_time_rose(rows: dict, name: str, b: int, w: int, params: RankingParams) 
     return per_w - per_b >= GAP_MIN_MS and log_ratio(per_w, per_b) >= params.call_min
 
 
-def typical_own_time(job: Job, onset, bucket_min: int) -> dict[str, float]:
+def typical_own_time(job: Job, onset: dt.datetime, bucket_min: int) -> dict[str, float]:
     """service or pod -> its typical own time per call from the onset on, in ms: the median over the window's
     30 s stretches with `bucket_min` calls or more of the stretch's own time per call. A fault lasts from its
     onset; a few calls that ran long in one stretch (a pause, a retry) raise the mean of the window but not
@@ -197,7 +198,7 @@ def own_per_call(rows: dict, name: str, b: int, w: int) -> tuple[float, float]:
     stretch's (typical_own_time)."""
     own_b, own_w = rows["own"][name]
     typical = rows.get("own_typical", {}).get(name)
-    return own_b / b, own_w / w if typical is None else min(own_w / w, typical)
+    return own_b / b, (own_w / w if typical is None else min(own_w / w, typical))
 
 
 def requests_that_led(job: Job) -> dict[str, tuple[int, int]]:
