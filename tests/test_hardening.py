@@ -121,6 +121,40 @@ def test_passive_waiting_is_the_default_unless_the_user_chose():
     assert llama_environment({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
+def test_a_stop_as_the_server_s_address_is_printed_is_a_clean_stop(tmp_path, monkeypatch):
+    # SIGTERM arrives (raised as KeyboardInterrupt) the moment a client has read the address: the engine is
+    # stopped and serve exits 0, as for any later stop. It once arrived between the print and the wait and
+    # exited 130 (seen in a CI run of the real server below, under load).
+    import click
+
+    from rcagent.serving import server
+
+    events = []
+
+    class Engine:
+        returncode = None
+
+        def wait(self, timeout=None):
+            events.append("waited")
+            return 0
+
+        def terminate(self):
+            events.append("terminated")
+
+    monkeypatch.setattr(server, "start", lambda *a, **k: (Engine(), "http://127.0.0.1:9"))
+    echo = click.echo
+
+    def echo_then_stop(message=None, *args, **kwargs):
+        echo(message, *args, **kwargs)
+        if message == "http://127.0.0.1:9":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(click, "echo", echo_then_stop)
+    r = run_cli(["serve", "--model", "smollm2", "--port", "9", "--log", tmp_path / "serve.log"], tmp_path)
+    assert (r.code, events) == (0, ["terminated", "waited"]), r.err
+    assert "server stopped" in r.err
+
+
 @pytest.mark.server
 def test_a_served_engine_waits_passively_and_stops_on_sigterm(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}

@@ -47,10 +47,10 @@ def serve(model, engine, port, name, threads, n_ctx, wait, log_file, parallel, a
     proc, base_url = start(engine, model, port, log, threads=threads, n_ctx=n_ctx, name=name, timeout=wait,
                            parallel=parallel, extra=list(engine_args), allow_remote=allow_remote)
     served = name or Path(model).stem
-    click.echo(f"ready: --backend openai --base-url {base_url} --model {served}", err=True)
-    click.echo(base_url)
-    sys.stdout.flush()
-    try:
+    try:   # from the moment a client can know the address, a stop is a clean stop (exit 0)
+        click.echo(f"ready: --backend openai --base-url {base_url} --model {served}", err=True)
+        click.echo(base_url)
+        sys.stdout.flush()
         proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
