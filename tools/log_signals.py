@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS
 from rcagent.job import Job
 from rcagent.tools.calls import edges
-from rcagent.tools.common import log_ratio, plain
+from rcagent.tools.common import LATENCY_CALLS, log_ratio, plain
 
 if TYPE_CHECKING:
     from rcagent.tools.overview import RankingParams
@@ -206,7 +206,10 @@ def request_line_signals(rows: list[tuple], w_min: float, params: RankingParams)
     arrive, but fewer of them reach a line most of them wrote in the baseline (a two-proportion z-test,
     LINE_SD deviations): the code took another path in those very requests, an exception thrown before
     the line. Judged per request, a change of the mix of requests (another operation called less) moves
-    nothing here, unlike a line's share of all the entity's lines."""
+    nothing here, unlike a line's share of all the entity's lines. It counts from LATENCY_CALLS expected
+    calls, the floor of every per-call comparison, not from LINE_MIN lines: the test decides beyond it, and
+    where traces are sampled an operation's calls are the sampled few (every call of a sampled trace is
+    kept, so each is a whole request)."""
     if w_min <= 0:
         return
     best: dict[tuple[str, str], tuple] = {}
@@ -214,7 +217,7 @@ def request_line_signals(rows: list[tuple], w_min: float, params: RankingParams)
         if not n_b or not n_w:
             continue
         expected = n_w * k_b / n_b
-        if expected >= LINE_MIN and k_w <= params.line_fell * expected and share_fell(k_b, n_b, k_w, n_w):
+        if expected >= LATENCY_CALLS and k_w <= params.line_fell * expected and share_fell(k_b, n_b, k_w, n_w):
             s = log_ratio(expected / w_min, k_w / w_min)
             if s > best.get((entity, line), (0.0,))[0]:
                 what = "stopped" if k_w == 0 else "fell"
