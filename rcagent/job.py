@@ -19,6 +19,7 @@ from rcagent.validate import JobMeta, PeriodSpec, check, load_yaml
 
 MAX_LINE_BYTES = 256 * 1024 * 1024   # a CSV line up to this is read (and its text cut), not refused
 TEXT_MAX = 8192                      # characters of a text value kept (a 10 MB log line is cut here)
+SAMPLED_IDS = 20                     # trace ids in the window's log lines needed to say the traces look sampled
 
 # Column name -> DuckDB type, per table; the order is the order of the view.
 SCHEMAS: dict[str, dict[str, str]] = {
@@ -337,7 +338,26 @@ class Job:
     def _read_notes(self) -> list[str]:
         return self.notes + self.unused_notes() + self.baseless_notes() + [
             f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
-            for table, n in self.untimed()]
+            for table, n in self.untimed()] + self.sampled_notes()
+
+    def sampled_notes(self) -> list[str]:
+        """One line when most trace ids of the window's log lines have no span: the traces look sampled (a
+        tracer keeps some requests' spans, the logs keep every line). A rarely called entity then keeps a
+        few calls, and what is judged per call (latency, own time, the lines its calls write) rests on them."""
+        if "sampled_notes" not in self.cache:
+            notes = []
+            if self.rows.get("logs") and self.rows.get("traces"):
+                ids, spanless = self.query(f"""
+                    WITH ids AS (SELECT DISTINCT trace_id FROM logs WHERE trace_id IS NOT NULL AND {self.in_window()})
+                    SELECT count(*), count(*) FILTER (WHERE trace_id NOT IN (SELECT trace_id FROM traces
+                                                                             WHERE trace_id IS NOT NULL))
+                    FROM ids""")[0]
+                if ids >= SAMPLED_IDS and spanless > ids / 2:
+                    notes.append(f"traces: {spanless} of the {ids} trace ids in the window's log lines have no span, "
+                                 "so the traces look sampled: a rarely called entity keeps few calls, and its "
+                                 "latency, own time and the lines its calls write are judged from those few")
+            self.cache["sampled_notes"] = notes
+        return self.cache["sampled_notes"]
 
     def no_baseline_notes(self) -> list[str]:
         """One line for the tables of series no given baseline period covers (or none of whose rows the given

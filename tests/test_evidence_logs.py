@@ -284,6 +284,16 @@ def test_a_line_few_sampled_calls_no_longer_write_is_judged_by_the_test_not_by_a
     assert judged(150) == []
 
 
+def test_traces_that_hold_few_of_the_log_lines_requests_are_told_as_sampled(tmp_path):
+    # the operator learns that reasons judged per call rest on the few requests a sampling tracer kept
+    def told(every):
+        job = Job.load(_calls_and_lines(make_job(tmp_path / str(every)), sampled_every=every))
+        return [w for w in job.warnings() if "look sampled" in w]
+    sampled = told(90)
+    assert len(sampled) == 1 and sampled[0].startswith("traces: 186 of the 200 trace ids")
+    assert told(0) == []
+
+
 def test_a_warning_every_call_of_a_newly_called_operation_writes_is_its_routine_not_a_failure(tmp_path):
     # catalog's callers switch from `browse` to `search` at the window, and `search` warns on every call;
     # checkout's `pay`, called all along, writes an ERROR line it never wrote from minute 12
@@ -368,6 +378,10 @@ def test_on_a_real_job_with_sampled_traces_the_line_its_few_sampled_calls_no_lon
     shutil.copytree(path, sampled)
     duckdb.execute(f"COPY (SELECT * FROM read_parquet('{path / 'traces.parquet'}') "
                    f"WHERE md5_number(trace_id) % 4 = 0) TO '{sampled / 'traces.parquet'}' (FORMAT parquet)")
-    top, _, reasons = ranking(Job.load(sampled))[0]
+    job = Job.load(sampled)
+    top, _, reasons = ranking(job)[0]
     assert top in culprit_of(path)
     assert any("in its calls: written by 0 of" in why for why in reasons)
+    # and the operator is told the traces look sampled, which the job as imported is not
+    assert any("look sampled" in w for w in job.warnings())
+    assert not any("look sampled" in w for w in Job.load(path).warnings())
