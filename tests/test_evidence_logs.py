@@ -279,8 +279,8 @@ def test_a_line_few_sampled_calls_no_longer_write_is_judged_by_the_test_not_by_a
     def judged(every):
         found = scores(Job.load(_calls_and_lines(make_job(tmp_path / str(every)), sampled_every=every)))
         return [why for _, why, src in found.get("checkout-pod-1", []) if "in its calls" in why]
-    seven = judged(90)
-    assert len(seven) == 1 and "c.Pay#46" in seven[0] and "of 6 calls of pay" in seven[0]
+    sampled = judged(90)
+    assert len(sampled) == 1 and "c.Pay#46" in sampled[0] and "of 6 calls of pay" in sampled[0]
     assert judged(150) == []
 
 
