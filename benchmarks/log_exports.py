@@ -6,13 +6,17 @@ trace id).
 
 Each labelled job that has logs is written out as the exports of its telemetry (tests/exportwriter.py:
 metrics as Prometheus query_range JSON, spans as OTLP, pods as kubectl JSON) and made into a job again by
-`rcagent job create`, its logs four ways:
+`rcagent job create`, its logs six ways:
 - "Loki": a stream per pod and level, the level as a label and the trace id as structured metadata;
 - "CRI files": each pod's `/var/log/pods/NS_POD_UID/CONTAINER/0.log`, the level and the trace id those the
   line states (rcagent.logline);
 - "Docker files": each pod's json-file log in `/var/log/containers`, read likewise;
 - "Elasticsearch": `_search` responses of 10,000 hits, each line a document as Filebeat ships it (the pod
-  and node as Kubernetes metadata), read likewise.
+  and node as Kubernetes metadata), read likewise;
+- "CRI, traces": the CRI files with a Java stack trace after every error line, one frame a line (as a
+  logger leaves it where no multiline stage joins it), which `job create` joins back into its line;
+- "CRI, traces not joined": the same files with the joining left out (rcagent/exports/multiline.py, the
+  ablation): each frame a line of its own.
 PR@1 per system of the ranking and of NSigma / BARO / random on the native jobs and each variant's, in the
 same run; and how many of each variant's lines carry the native level and trace id.
 """
@@ -28,15 +32,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests.export
 
 from rcagent.eval.rankbench import (_groups, jobs_from_arguments, pr1_by_method, tally,  # noqa: E402
                                     variant_table)
-from tests.exportwriter import write_exports                          # noqa: E402
+from tests.exportwriter import STACK_TRACE, write_exports             # noqa: E402
 
 VARIANTS = {"native job": None, "Loki": "loki", "CRI files": "cri", "Docker files": "docker",
-            "Elasticsearch": "elasticsearch"}
+            "Elasticsearch": "elasticsearch", "CRI, traces": "cri-frames", "CRI, traces not joined": "unjoined"}
+TRACE_TEXT = "\n" + "\n".join(STACK_TRACE)
 SAME = "SELECT count(*) FROM read_parquet(?) a JOIN read_parquet(?) b USING (timestamp, entity) WHERE {}"
 
 
 def created(native: Path, dest: Path, logs: str) -> Path:
-    """The job made by `rcagent job create` from the exports of `native`, its logs written as `logs`."""
+    """The job made by `rcagent job create` from the exports of `native`, its logs written as `logs`
+    ("unjoined": as "cri-frames", made in this process with the joining of frames left out)."""
+    if logs == "unjoined":
+        from unittest import mock
+
+        from rcagent.exports.assemble import create_job
+        periods = write_exports(native, dest / "exports", logs="cri-frames")
+        with mock.patch("rcagent.exports.assemble.join_lines", lambda rows, files: (rows, 0)):
+            create_job(dest / "job", [dest / "exports"], periods["window"], periods["baseline"])
+        return dest / "job"
     periods = write_exports(native, dest / "exports", logs=logs)
     args = [str(Path(sys.executable).parent / "rcagent"), "job", "create", str(dest / "job"), "--from",
             str(dest / "exports"), "--window", periods["window"]]
@@ -51,11 +65,11 @@ def agreement(native: Path, job: Path) -> Counter:
     import duckdb
     con = duckdb.connect()
     a, b = str(native / "logs.parquet"), str(job / "logs.parquet")
-    match = "rtrim(a.message, chr(10)) = rtrim(b.message, chr(10))"
-    return Counter({"lines": con.execute(SAME.format(match), [a, b]).fetchone()[0],
-                    "level": con.execute(SAME.format(f"{match} AND a.level = b.level"), [a, b]).fetchone()[0],
-                    "trace": con.execute(SAME.format(f"{match} AND a.trace_id IS NOT DISTINCT FROM b.trace_id"),
-                                         [a, b]).fetchone()[0],
+    # a line and the stack trace joined to it (the "CRI, traces" variant) count as the native line
+    match = "rtrim(a.message, chr(10)) = rtrim(replace(b.message, ?, ''), chr(10))"
+    same = lambda cond: con.execute(SAME.format(cond), [a, b, TRACE_TEXT]).fetchone()[0]  # noqa: E731
+    return Counter({"lines": same(match), "level": same(f"{match} AND a.level = b.level"),
+                    "trace": same(f"{match} AND a.trace_id IS NOT DISTINCT FROM b.trace_id"),
                     "native lines": con.execute("SELECT count(*) FROM read_parquet(?)", [a]).fetchone()[0]})
 
 
@@ -76,7 +90,7 @@ def main() -> None:
         tally(hits, groups[job_id], row)
         print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in VARIANTS),
               file=sys.stderr, flush=True)
-    print("\nPR@1 of jobs made again from their exports, logs four ways: the ranking (NSigma / BARO / random)\n")
+    print("\nPR@1 of jobs made again from their exports, logs six ways: the ranking (NSigma / BARO / random)\n")
     print(variant_table(hits, list(VARIANTS)))
     print("\nlines read back (same time, pod and text), and of them with the native level and trace id:\n")
     for v, c in agree.items():

@@ -9,7 +9,9 @@
   (`logs="cri"`: /var/log/pods/NAMESPACE_POD_UID/CONTAINER/0.log, `"cri-rotated"` with its first two thirds in
   the rotated files 0.log.DATE-TIME.gz and 0.log.DATE-TIME; `"docker"`: json-file lines in
   /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log;
-  `"elasticsearch"`: `_search` responses of Filebeat's documents);
+  `"elasticsearch"`: `_search` responses of Filebeat's documents; `"cri-frames"`: as `"cri"`, every line that
+  states the level ERROR followed by STACK_TRACE one frame a line, as a Java logger's `error(msg, e)` leaves
+  it where no multiline stage joins it);
 - events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
   owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
   `app.kubernetes.io/component` label; created a week before the window, so no change is invented).
@@ -24,7 +26,13 @@ from pathlib import Path
 
 import duckdb
 
+from rcagent.logline import described
+
 EPOCH = dt.datetime(1970, 1, 1)
+STACK_TRACE = ["java.lang.RuntimeException: request failed", "\tat com.example.Client.call(Client.java:88)",
+               "\tat com.example.Service.handle(Service.java:31)",
+               "Caused by: java.net.SocketTimeoutException: Read timed out",
+               "\tat java.base/java.net.SocketInputStream.read(SocketInputStream.java:183)", "\t... 9 more"]
 
 
 def nanos(ts: dt.datetime) -> int:
@@ -66,9 +74,11 @@ def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
         by_entity.setdefault(entity, []).append((ts, message.rstrip("\n")))
     for entity, lines in by_entity.items():
         digest = hashlib.sha256(entity.encode()).hexdigest()
-        if form in ("cri", "cri-rotated"):
+        if form in ("cri", "cri-rotated", "cri-frames"):
             def cri(part: list) -> str:
-                return "".join(f"{rfc_nanos(t)} stdout F {m}\n" for t, m in part)
+                return "".join(f"{rfc_nanos(t)} stdout F {m}\n" + (
+                    "".join(f"{rfc_nanos(t)} stderr F {frame}\n" for frame in STACK_TRACE)
+                    if form == "cri-frames" and described(m)[0] == "ERROR" else "") for t, m in part)
             path = out / "var/log/pods" / f"default_{entity}_{uuid.UUID(digest[:32])}" / "app" / "0.log"
             text = cri(lines)
             if form == "cri-rotated" and len(lines) >= 3:   # the kubelet's rotation: older thirds, the oldest gzipped

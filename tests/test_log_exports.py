@@ -184,3 +184,97 @@ def test_a_real_cases_log_lines_from_node_files_or_elasticsearch_read_back_as_it
     assert got == want
     assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]
     assert ranking(b)[0][0] == "ts-contacts-service"
+
+
+def _cri(lines: list[tuple[float, str]]) -> str:
+    start = dt.datetime(2024, 5, 1, 10)
+    return "".join(f"{(start + dt.timedelta(seconds=s)).isoformat()}Z stdout F {text}\n" for s, text in lines)
+
+
+def test_a_stack_trace_shipped_as_one_line_per_frame_is_joined_back_into_the_line_it_continues(tmp_path):
+    """Java (the exception's line after the message, frames, Caused by, `... N more`), Python (Traceback,
+    File lines, source lines, the exception that ends it) and Go (panic, goroutine, function and file
+    lines): each is one record at the time, level and trace id of its first line; the next record of the
+    pod, a frame written more than a second later, another pod's line and a line of its own level are
+    not joined."""
+    java = ["2024-05-01 10:00:00.100 ERROR 1 --- [nio-8080-exec-1] c.e.OrderService : order failed "
+            "trace_id=4bf92f3577b34da6a3ce929d0e0e4736",
+            "java.lang.IllegalStateException: payment declined",
+            "\tat com.example.OrderService.pay(OrderService.java:42)",
+            "\tat com.example.OrderController.post(OrderController.java:17)",
+            "Caused by: java.net.ConnectException: Connection refused",
+            "\tat java.base/sun.nio.ch.Net.connect0(Native Method)",
+            "\t... 12 more"]
+    (tmp_path / "order-5c9f7-abcde.log").write_text(
+        _cri([(0.1, java[0])] + [(0.1 + k / 1000, line) for k, line in enumerate(java[1:], 1)]
+             + [(0.2, "2024-05-01 10:00:00.200  INFO 1 --- [main] c.e.OrderService : order 7 placed"),
+                (3.0, "\tat com.example.Late.frame(Late.java:1)"),
+                (3.0, "2024-05-01 10:00:03.000  WARN 1 --- [main] c.e.OrderService : slow")]))
+    python = ["ERROR:root:charge failed", "Traceback (most recent call last):",
+              '  File "/app/charge.py", line 12, in charge', "    amount = int(body['amount'])",
+              "ValueError: invalid literal for int() with base 10: 'x'"]
+    (tmp_path / "charge-7f6d5-fghij.log").write_text(_cri([(1.0 + k / 1000, line) for k, line in enumerate(python)]
+                                                         + [(1.5, "INFO:root:charged 3")]))
+    go = ["panic: runtime error: index out of range [3] with length 3", "goroutine 1 [running]:",
+          "main.handle(0xc000012345)", "\t/app/main.go:12 +0x1d", "created by net/http.(*Server).Serve",
+          "\t/usr/local/go/src/net/http/server.go:3285 +0x4b4"]
+    (tmp_path / "cart-6b8c4-klmno.log").write_text(_cri([(2.0 + k / 1000, line) for k, line in enumerate(go)]))
+    (tmp_path / "cart-6b8c4-pqrst.log").write_text(_cri([(2.002, "\tat another.Pod(Line.java:1)")]))
+    out = read_exports([tmp_path])
+    by_pod: dict[str, list] = {}
+    for row in sorted(out.logs, key=lambda r: (r[0], r[3])):
+        by_pod.setdefault(row[1], []).append(row)
+    t = dt.datetime(2024, 5, 1, 10)
+    order = by_pod["order-5c9f7-abcde"]
+    assert [(r[0], r[2], r[4]) for r in order] == [
+        (t + dt.timedelta(seconds=0.1), "ERROR", "4bf92f3577b34da6a3ce929d0e0e4736"),
+        (t + dt.timedelta(seconds=0.2), "INFO", None), (t + dt.timedelta(seconds=3), None, None),
+        (t + dt.timedelta(seconds=3), "WARN", None)]
+    assert order[0][3] == "\n".join(java)
+    assert [r[3] for r in by_pod["charge-7f6d5-fghij"]] == ["\n".join(python), "INFO:root:charged 3"]
+    assert by_pod["charge-7f6d5-fghij"][0][2] == "ERROR"
+    assert [r[3] for r in by_pod["cart-6b8c4-klmno"]] == ["\n".join(go)]
+    assert [r[3] for r in by_pod["cart-6b8c4-pqrst"]] == ["\tat another.Pod(Line.java:1)"]
+    assert out.records["log lines joined to the line they continue"] == 6 + 4 + 5
+    assert out.records["container log lines"] == len(java) + 3 + len(python) + 1 + len(go) + 1
+
+
+def test_frames_join_only_within_one_file_and_a_record_has_a_bounded_length(tmp_path):
+    """Two files of one pod (two containers) keep their lines apart; a runaway trace is cut into records of
+    at most MOST lines, none lost; lines of a stream's level label (every frame at its head's level) join."""
+    from rcagent.exports.multiline import MOST, join_lines
+    t = dt.datetime(2024, 5, 1, 10)
+    rows = [(t, "web-1", "ERROR", "boom", None), (t, "web-1", None, "\tat a.B(C.java:1)", None)]
+    joined, n = join_lines(rows, ["a.log", "b.log"])
+    assert n == 0 and sorted(joined, key=str) == sorted(rows, key=str)
+    frames = [(t, "web-1", "ERROR", "\tat a.B(C.java:1)", None)] * (MOST + 10)
+    joined, n = join_lines([(t, "web-1", "ERROR", "boom", None)] + frames, ["a.log"] * (MOST + 11))
+    assert n == MOST + 9 and [r[3].count("\n") + 1 for r in joined] == [MOST, 11]
+
+
+def test_a_real_cases_stack_traces_in_its_pods_log_files_read_back_as_its_log_lines(job_of, tmp_path):
+    """The TrainTicket case's log lines as each pod's CRI log file, every error line followed by a Java
+    stack trace one frame a line, as a logger's `error(msg, e)` leaves it without a multiline stage:
+    `job create` joins each trace back into its error line, so the job holds the native job's lines (each
+    error line with its trace) and its ranking's top five is the native job's."""
+    from tests.conftest import CONTACTS_CASE
+    from tests.exportwriter import STACK_TRACE
+    native = job_of(CONTACTS_CASE)
+    periods = write_exports(native, tmp_path / "exports", logs="cri-frames")
+    added = sum(text.count(STACK_TRACE[0]) for text in map(Path.read_text, (tmp_path / "exports").rglob("*.log")))
+    added *= len(STACK_TRACE)
+    assert added > 100
+    args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
+    for b in periods["baseline"]:
+        args += ["--baseline", b]
+    r = rcagent(*args)
+    assert r.returncode == 0, r.stderr
+    assert f"joined to the log line they continue: {added} lines" in r.stdout
+    a, b = Job.load(native), Job.load(tmp_path / "job")
+    query = "SELECT timestamp, entity, level, rtrim(message, chr(10)), trace_id FROM logs ORDER BY ALL"
+    want, got = a.query(query), b.query(query)
+    first_lines = [(*row[:3], row[3].split("\n", 1)[0], row[4]) for row in got]
+    assert first_lines == want
+    errors = [row for row in got if row[2] == "ERROR"]
+    assert errors and all(row[3].endswith("\n" + "\n".join(STACK_TRACE)) for row in errors)
+    assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]

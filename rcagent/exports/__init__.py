@@ -18,6 +18,7 @@ from rcagent.errors import BadInput
 # Plausible instants (2000-01-01 .. 2100-01-01) in seconds: a time outside them is in another unit.
 EARLIEST, LATEST = 946_684_800, 4_102_444_800
 COUNTERS = "counter series read as per-second rates"   # the count of them in Collected.records
+JOINED = "log lines joined to the line they continue"     # stack-trace frames (rcagent/exports/multiline.py)
 UNITS = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 

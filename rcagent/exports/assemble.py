@@ -8,7 +8,8 @@ container's log file, with the kubelet's rotated `.log.DATE-TIME` and `.log.DATE
 sources: spellings that differ only in case are one entity (the lower-case one kept), `namespace/name` is
 `name` when that is an entity of another source, and a pod whose
 service no source names takes it from the Kubernetes naming of its pod (`<deployment>-<hash>-<id>`,
-`<statefulset>-<n>`) when that service is known.
+`<statefulset>-<n>`) when that service is known. A stack trace shipped as one line per frame is joined
+back into the log line it continues (rcagent/exports/multiline.py).
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ import pyarrow as pa
 import yaml
 
 from rcagent.errors import BadInput
-from rcagent.exports import (Collected, ExportError, Source, changelog, containerlogs, elasticsearch, jaeger,
+from rcagent.exports import (JOINED, Collected, ExportError, Source, changelog, containerlogs, elasticsearch, jaeger,
                              kubernetes, loki, otlp, prometheus, rfc3339)
+from rcagent.exports.multiline import join_lines
 from rcagent.importers import iso, write_folder
 from rcagent.job import SCHEMAS, Job
 from rcagent.validate import NoAliasLoader
@@ -121,6 +123,7 @@ def documents(path: Path):
 
 def read_exports(paths: list[Path]) -> Collected:
     out = Collected()
+    log_files: list[str] = []   # the file each log line came from: lines of two files never join
     for path, named in files_of(paths, out):
         formats = set()
         for line, doc in documents(path):
@@ -137,10 +140,14 @@ def read_exports(paths: list[Path]) -> Collected:
                 out.skip(src, "JSON line of no export format")
                 continue
             READERS[reader].read(doc, src, out)
+            log_files += [str(path)] * (len(out.logs) - len(log_files))
             formats.add(reader)
         for name in formats:
             out.files[name] += 1
     out.rates()
+    out.logs, joined = join_lines(out.logs, log_files)
+    if joined:
+        out.records[JOINED] += joined
     return out
 
 
