@@ -278,3 +278,18 @@ def test_a_real_cases_stack_traces_in_its_pods_log_files_read_back_as_its_log_li
     errors = [row for row in got if row[2] == "ERROR"]
     assert errors and all(row[3].endswith("\n" + "\n".join(STACK_TRACE)) for row in errors)
     assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]
+
+
+def test_a_trace_in_a_file_written_newest_first_joins_in_the_order_it_was_written():
+    """Loki answers newest first by default, and a trace's lines can share one time: read oldest first,
+    the message leads its frames."""
+    from rcagent.exports.multiline import join_lines
+    t = dt.datetime(2024, 5, 1, 10)
+    written = [(t, "web-1", "ERROR", "order failed", None),
+               (t, "web-1", None, "java.lang.IllegalStateException: x", None),
+               (t, "web-1", None, "\tat a.B(C.java:1)", None),
+               (t + dt.timedelta(seconds=5), "web-1", "INFO", "ok", None)]
+    for rows in (written, written[::-1]):
+        joined, n = join_lines(rows, ["loki.json"] * 4)
+        assert n == 2
+        assert [r[3] for r in joined] == ["order failed\njava.lang.IllegalStateException: x\n\tat a.B(C.java:1)", "ok"]

@@ -15,8 +15,8 @@ Fluent Bit's java, python and go parsers):
   after a panic.
 A line joins only the line before it from the same file and pod, written at most `GAP` later, and only
 when it has no level or the same (a stream's level label gives every frame its head's level; a line with
-a level of its own is a record of its own); at most `MOST` lines make one record. The record keeps its first line's time, level and trace id (or the first trace id
-a later line states).
+a level of its own is a record of its own); at most `MOST` lines make one record. The record keeps its
+first line's time, level and trace id (or the first trace id a later line states).
 """
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ _CONTINUES = re.compile(r"^(Caused by: |Suppressed: |\.\.\. \d+ (more|common fra
                         r"Traceback \(most recent call last\):)")
 _EXCEPTION = re.compile(r"^([a-zA-Z_$][\w$]*\.)+[A-Z][\w$]*(Exception|Error|Throwable|Fault)(: .*)?$")
 _PY_END = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
-_GO = re.compile(r"^(goroutine \d+ \[.*\]:|created by .+|[\w./*()-]+\(.*\))$")
+# a function line: `main.handle(0x1)`, `net/http.(*conn).serve(...)`; the name's parts have one reading each,
+# so a hostile line of brackets is matched in linear time
+_GO = re.compile(r"^(goroutine \d+ \[.*\]:|created by .+|[\w./-]+(\(\*?\w+\)[\w./-]*)?\(.*\))$")
 
 
 def continues(text: str, record: list[str]) -> bool:
@@ -50,14 +52,17 @@ def continues(text: str, record: list[str]) -> bool:
 def join_lines(rows: list[tuple], files: list[str]) -> tuple[list[tuple], int]:
     """`rows` (time, pod, level, text, trace) with the lines that continue another joined into it, and how
     many were joined. `files[i]` names the file row i came from: lines of two files never join. Rows are
-    taken per file and pod in the order of their time (a file written newest first reads in order too);
-    a line that joins nothing is kept as it was."""
+    taken per file and pod in the order of their time, and in the file's order within one time (reversed
+    where the file is written newest first); a line that joins nothing is kept as it was."""
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         groups.setdefault((files[i], row[1]), []).append(i)
     out: list[tuple] = []
     joined = 0
     for indices in groups.values():
+        times = [rows[i][0] for i in indices]
+        if sum(a > b for a, b in zip(times, times[1:])) > sum(a < b for a, b in zip(times, times[1:])):
+            indices.reverse()   # newest first (Loki's default direction): lines of one time too
         indices.sort(key=lambda i: rows[i][0])
         head: tuple | None = None   # the record's first row
         lines: list[str] = []       # its lines so far, without line ends
