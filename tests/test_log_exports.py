@@ -293,3 +293,15 @@ def test_a_trace_in_a_file_written_newest_first_joins_in_the_order_it_was_writte
         joined, n = join_lines(rows, ["loki.json"] * 4)
         assert n == 2
         assert [r[3] for r in joined] == ["order failed\njava.lang.IllegalStateException: x\n\tat a.B(C.java:1)", "ok"]
+
+
+def test_an_indented_line_that_states_its_own_level_is_a_record_of_its_own():
+    """Python's `%(levelname)8s` pads a level to the right: `    INFO ready` starts with spaces but says
+    its level, so it is a record, not a frame; a frame under a stream's level label still joins."""
+    from rcagent.exports.multiline import join_lines
+    t = dt.datetime(2024, 5, 1, 10)
+    rows = [(t, "web-1", "INFO", "    INFO started", None), (t, "web-1", "INFO", "    INFO ready", None),
+            (t, "web-1", "WARN", " WARNING slow", None), (t, "web-1", "WARN", "\tat a.B(C.java:1)", None)]
+    joined, n = join_lines(rows, ["a.log"] * 4)
+    assert n == 1
+    assert [r[3] for r in joined] == ["    INFO started", "    INFO ready", " WARNING slow\n\tat a.B(C.java:1)"]

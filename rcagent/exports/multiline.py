@@ -14,14 +14,17 @@ Fluent Bit's java, python and go parsers):
   traceback (`ValueError: ...`), and Go's `goroutine 1 [running]:`, a function line and `created by ...`
   after a panic.
 A line joins only the line before it from the same file and pod, written at most `GAP` later, and only
-when it has no level or the same (a stream's level label gives every frame its head's level; a line with
-a level of its own is a record of its own); at most `MOST` lines make one record. The record keeps its
+when it has no level or the same (a stream's level label gives every frame its head's level) and states
+none itself: a line that says its level (`    INFO ready`, as Python's `%(levelname)8s` pads it) is a
+record of its own; at most `MOST` lines make one record. The record keeps its
 first line's time, level and trace id (or the first trace id a later line states).
 """
 from __future__ import annotations
 
 import datetime as dt
 import re
+
+from rcagent.logline import level_of
 
 GAP = dt.timedelta(seconds=1)
 MOST = 500
@@ -78,7 +81,7 @@ def join_lines(rows: list[tuple], files: list[str]) -> tuple[list[tuple], int]:
             when, _pod, level, text, row_trace = row
             text = text.rstrip("\r\n")
             if (head is not None and level in (None, head[2]) and len(lines) < MOST and when - last <= GAP
-                    and continues(text, lines)):
+                    and continues(text, lines) and level_of(text) is None):
                 lines.append(text)
                 trace, last = trace or row_trace, when
                 joined += 1
