@@ -1,6 +1,7 @@
 """`rcagent job create`'s log sources beyond Loki and OTLP, and what a log line says of itself: the level and
 trace id of the common loggers' formats, container log files (CRI, Docker json-file, kubectl, rotated),
-Elasticsearch hits; on synthetic edge cases and a real case's lines read back."""
+Elasticsearch hits, stack traces shipped one frame a line; on synthetic edge cases and a real case's lines
+read back."""
 from __future__ import annotations
 
 import datetime as dt
