@@ -6,7 +6,7 @@ trace id).
 
 Each labelled job that has logs is written out as the exports of its telemetry (tests/exportwriter.py:
 metrics as Prometheus query_range JSON, spans as OTLP, pods as kubectl JSON) and made into a job again by
-`rcagent job create`, its logs six ways:
+`rcagent job create`, its logs seven ways:
 - "Loki": a stream per pod and level, the level as a label and the trace id as structured metadata;
 - "CRI files": each pod's `/var/log/pods/NS_POD_UID/CONTAINER/0.log`, the level and the trace id those the
   line states (rcagent.logline);
@@ -16,12 +16,17 @@ metrics as Prometheus query_range JSON, spans as OTLP, pods as kubectl JSON) and
 - "CRI, traces": the CRI files with a Java stack trace after every error line, one frame a line (as a
   logger leaves it where no multiline stage joins it), which `job create` joins back into its line;
 - "CRI, traces not joined": the same files with the joining left out (rcagent/exports/multiline.py, the
-  ablation): each frame a line of its own.
+  ablation): each frame a line of its own;
+- "OTLP, exceptions": OTLP log records (the level as `severityText`, the trace id as `traceId`), the same
+  stack trace recorded beside every error line as `exception.*` attributes, which `job create` appends to
+  the line.
+`--variant NAME` (repeated) runs only those variants (the native job always runs).
 PR@1 per system of the ranking and of NSigma / BARO / random on the native jobs and each variant's, in the
 same run; and how many of each variant's lines carry the native level and trace id.
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -35,7 +40,8 @@ from rcagent.eval.rankbench import (_groups, jobs_from_arguments, pr1_by_method,
 from tests.exportwriter import STACK_TRACE, write_exports             # noqa: E402
 
 VARIANTS = {"native job": None, "Loki": "loki", "CRI files": "cri", "Docker files": "docker",
-            "Elasticsearch": "elasticsearch", "CRI, traces": "cri-frames", "CRI, traces not joined": "unjoined"}
+            "Elasticsearch": "elasticsearch", "CRI, traces": "cri-frames", "CRI, traces not joined": "unjoined",
+            "OTLP, exceptions": "otlp"}
 TRACE_TEXT = "\n" + "\n".join(STACK_TRACE)
 SAME = "SELECT count(*) FROM read_parquet(?) a JOIN read_parquet(?) b USING (timestamp, entity) WHERE {}"
 
@@ -74,7 +80,10 @@ def agreement(native: Path, job: Path) -> Counter:
 
 
 def main() -> None:
-    _, labels = jobs_from_arguments()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", action="append", choices=list(VARIANTS), help="run this variant (default: all)")
+    args, labels = jobs_from_arguments(ap)
+    variants = {"native job": None} | ({v: VARIANTS[v] for v in args.variant} if args.variant else VARIANTS)
     labels = {j: v for j, v in labels.items() if (v[0] / "logs.parquet").exists()}
     groups = _groups({j: lab for j, (_, lab) in labels.items()})
     hits: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -82,16 +91,17 @@ def main() -> None:
     for n, (job_id, (folder, label)) in enumerate(sorted(labels.items()), 1):
         row = {}
         with tempfile.TemporaryDirectory() as tmp:
-            for i, (v, logs) in enumerate(VARIANTS.items()):
+            for i, (v, logs) in enumerate(variants.items()):
                 job = folder if logs is None else created(folder, Path(tmp) / str(i), logs)
                 row[v] = pr1_by_method(job, label)
                 if logs is not None:
                     agree[v] += agreement(folder, job)
         tally(hits, groups[job_id], row)
-        print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in VARIANTS),
+        print(f"  {n}/{len(labels)} {job_id}: " + ", ".join(f"{v} {row[v]['ranking']:.0f}" for v in variants),
               file=sys.stderr, flush=True)
-    print("\nPR@1 of jobs made again from their exports, logs six ways: the ranking (NSigma / BARO / random)\n")
-    print(variant_table(hits, list(VARIANTS)))
+    print(f"\nPR@1 of jobs made again from their exports, logs {len(variants) - 1} ways: the ranking "
+          "(NSigma / BARO / random)\n")
+    print(variant_table(hits, list(variants)))
     print("\nlines read back (same time, pod and text), and of them with the native level and trace id:\n")
     for v, c in agree.items():
         print(f"- {v}: {c['lines']} of {c['native lines']} lines, level {c['level']}, trace id {c['trace']}")

@@ -11,7 +11,10 @@
   /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log; `"kubectl"`: `kubectl logs --timestamps` as POD.log;
   `"elasticsearch"`: `_search` responses of Filebeat's documents; `"cri-frames"`: as `"cri"`, every line that
   states the level ERROR followed by STACK_TRACE one frame a line, as a Java logger's `error(msg, e)` leaves
-  it where no multiline stage joins it);
+  it where no multiline stage joins it; `"otlp"`: OTLP log records as the collector's file exporter writes
+  them, the level as `severityText`, the trace id as `traceId`, and on every line of level ERROR the
+  exception STACK_TRACE as the attributes `exception.type`, `exception.message` and `exception.stacktrace`,
+  as OpenTelemetry's logger appenders record `error(msg, e)`);
 - events: `kubectl get events -o json`; pods and workloads: `kubectl get pods,deploy,rs -o json` (each pod
   owned by a ReplicaSet of its service's Deployment, on its node; a workload's kind as its
   `app.kubernetes.io/component` label; created a week before the window, so no change is invented).
@@ -96,6 +99,36 @@ def _container_logs(rows: list[tuple], out: Path, form: str) -> None:
             text = "".join(f"{rfc_nanos(t)} {m}\n" for t, m in lines)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+
+
+def _otlp_logs(rows: list[tuple], entities: dict, out: Path) -> None:
+    """The log lines as OTLP log records, one resource per pod (its service and node) or service."""
+    kind, message = STACK_TRACE[0].split(": ", 1)
+    exception = [{"key": "exception.type", "value": {"stringValue": kind}},
+                 {"key": "exception.message", "value": {"stringValue": message}},
+                 {"key": "exception.stacktrace", "value": {"stringValue": "\n".join(STACK_TRACE)}}]
+    by_entity: dict[str, list] = {}
+    for ts, entity, level, text, trace in sorted(rows, key=lambda r: (r[1], r[0])):
+        record = {"timeUnixNano": str(nanos(ts)), "body": {"stringValue": text.rstrip("\n")}, "attributes": []}
+        if level:
+            record["severityText"] = level
+        if trace:
+            record["traceId"] = trace
+        if level == "ERROR":
+            record["attributes"] = exception
+        by_entity.setdefault(entity, []).append(record)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "logs.jsonl").open("w") as fh:
+        for entity, records in sorted(by_entity.items()):
+            _, k, service, node = entities.get(entity) or (entity, None, None, None)
+            attrs = [{"key": "service.name", "value": {"stringValue": service or entity}}]
+            if k == "pod":
+                attrs.append({"key": "k8s.pod.name", "value": {"stringValue": entity}})
+                if node:
+                    attrs.append({"key": "k8s.node.name", "value": {"stringValue": node}})
+            for i in range(0, len(records), 1000):
+                fh.write(json.dumps({"resourceLogs": [{"resource": {"attributes": attrs}, "scopeLogs": [
+                    {"scope": {"name": "rcagent-test"}, "logRecords": records[i:i + 1000]}]}]}) + "\n")
 
 
 def _search_pages(rows: list[tuple], entities: dict, out: Path, page: int = 10_000) -> None:
@@ -183,6 +216,8 @@ def write_exports(job: Path, out: Path, counters: frozenset[str] = frozenset(),
     streams: dict[tuple, list] = {}
     if logs == "elasticsearch":
         _search_pages(_rows(con, job, "logs"), entities, out / "elasticsearch")
+    elif logs == "otlp":
+        _otlp_logs(_rows(con, job, "logs"), entities, out / "otlp")
     elif logs != "loki":
         _container_logs(_rows(con, job, "logs"), out / "logs", logs)
     for ts, entity, level, message, trace in _rows(con, job, "logs") if logs == "loki" else []:

@@ -253,31 +253,37 @@ def test_frames_join_only_within_one_file_and_a_record_has_a_bounded_length(tmp_
     assert n == MOST + 9 and [r[3].count("\n") + 1 for r in joined] == [MOST, 11]
 
 
-def test_a_real_cases_stack_traces_in_its_pods_log_files_read_back_as_its_log_lines(job_of, tmp_path):
+@pytest.mark.parametrize("form", ["cri-frames", "otlp"])
+def test_a_real_cases_stack_traces_read_back_as_its_log_lines_each_error_line_with_its_trace(job_of, tmp_path, form):
     """The TrainTicket case's log lines as each pod's CRI log file, every error line followed by a Java
-    stack trace one frame a line, as a logger's `error(msg, e)` leaves it without a multiline stage:
-    `job create` joins each trace back into its error line, so the job holds the native job's lines (each
-    error line with its trace) and its ranking's top five is the native job's."""
+    stack trace one frame a line, as a logger's `error(msg, e)` leaves it without a multiline stage; or as
+    OTLP log records, the trace of every error line recorded beside it (`exception.*`), as OpenTelemetry's
+    logger appenders write it: `job create` gives each error line its trace back, so the job holds the
+    native job's lines (each error line with its trace) and its ranking's top five is the native job's."""
     from tests.conftest import CONTACTS_CASE
     from tests.exportwriter import STACK_TRACE
     native = job_of(CONTACTS_CASE)
-    periods = write_exports(native, tmp_path / "exports", logs="cri-frames")
-    added = sum(text.count(STACK_TRACE[0]) for text in map(Path.read_text, (tmp_path / "exports").rglob("*.log")))
-    added *= len(STACK_TRACE)
-    assert added > 100
+    periods = write_exports(native, tmp_path / "exports", logs=form)
+    if form == "cri-frames":
+        added = sum(text.count(STACK_TRACE[0]) for text in map(Path.read_text, (tmp_path / "exports").rglob("*.log")))
+        told = f"joined to the log line they continue: {added * len(STACK_TRACE)} lines"
+    else:
+        added = (tmp_path / "exports" / "otlp" / "logs.jsonl").read_text().count('"exception.stacktrace"')
+        told = f"given the exception recorded beside them: {added} log lines"
+    assert added > 10
     args = ["job", "create", tmp_path / "job", "--from", tmp_path / "exports", "--window", periods["window"]]
     for b in periods["baseline"]:
         args += ["--baseline", b]
     r = rcagent(*args)
     assert r.returncode == 0, r.stderr
-    assert f"joined to the log line they continue: {added} lines" in r.stdout
+    assert told in r.stdout
     a, b = Job.load(native), Job.load(tmp_path / "job")
     query = "SELECT timestamp, entity, level, rtrim(message, chr(10)), trace_id FROM logs ORDER BY ALL"
     want, got = a.query(query), b.query(query)
     first_lines = [(*row[:3], row[3].split("\n", 1)[0], row[4]) for row in got]
     assert first_lines == want
     errors = [row for row in got if row[2] == "ERROR"]
-    assert errors and all(row[3].endswith("\n" + "\n".join(STACK_TRACE)) for row in errors)
+    assert len(errors) == added and all(row[3].endswith("\n" + "\n".join(STACK_TRACE)) for row in errors)
     assert [(n, s) for n, s, _ in ranking(a)[:5]] == [(n, s) for n, s, _ in ranking(b)[:5]]
 
 
@@ -306,3 +312,42 @@ def test_an_indented_line_that_states_its_own_level_is_a_record_of_its_own():
     joined, n = join_lines(rows, ["a.log"] * 4)
     assert n == 1
     assert [r[3] for r in joined] == ["    INFO started", "    INFO ready", " WARNING slow\n\tat a.B(C.java:1)"]
+
+
+def test_an_exception_recorded_beside_a_log_line_follows_it_as_the_logger_writes_it(tmp_path):
+    """OTLP log records with `exception.stacktrace`, or only `exception.type` and `exception.message`, and
+    Elasticsearch documents with ECS's `error.stack_trace` or logstash-logback-encoder's `stack_trace`:
+    the trace follows the message on the lines after it (at most MOST lines). A record whose message holds
+    the trace already, one with an exception message but no type, and one with none are kept as they are."""
+    from rcagent.exports import EXCEPTIONS
+    from rcagent.exports.multiline import MOST
+    trace = "java.lang.IllegalStateException: declined\n\tat com.example.Pay.charge(Pay.java:42)"
+
+    def record(body: str, **attrs) -> dict:
+        return {"timeUnixNano": "1714557600000000000", "severityText": "ERROR", "body": {"stringValue": body},
+                "attributes": [{"key": k.replace("_", "."), "value": {"stringValue": v}} for k, v in attrs.items()]}
+    records = [record("charge failed", exception_stacktrace=trace + "\n"),
+               record("charge failed", exception_type="ValueError", exception_message="bad amount"),
+               record("charge failed " + trace, exception_stacktrace=trace),
+               record("charge failed", exception_message="no type"),
+               record("charge failed"),
+               record("runaway", exception_stacktrace="\n".join(["x.Y: z"] + ["\tat a.B(C.java:1)"] * MOST))]
+    (tmp_path / "logs.jsonl").write_text(json.dumps({"resourceLogs": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "pay"}}]}, "scopeLogs": [{"logRecords": records}]}]}))
+    docs = [{"@timestamp": "2024-05-01T10:00:01Z", "message": "charge failed", "service": {"name": "pay"},
+             "error": {"type": "java.lang.IllegalStateException", "message": "declined", "stack_trace": trace}},
+            {"@timestamp": "2024-05-01T10:00:02Z", "message": "charge failed", "service": {"name": "pay"},
+             "stack_trace": trace},
+            {"@timestamp": "2024-05-01T10:00:03Z", "message": "charge failed", "service": {"name": "pay"},
+             "error": {"type": "TimeoutError", "message": "upstream"}},
+            {"@timestamp": "2024-05-01T10:00:04Z", "message": "charge failed", "service": {"name": "pay"},
+             "error": "a logrus error field"}]
+    (tmp_path / "hits.jsonl").write_text("".join(json.dumps({"_index": "logs", "_source": d}) + "\n" for d in docs))
+    out = read_exports([tmp_path / "logs.jsonl", tmp_path / "hits.jsonl"])
+    by_time = sorted(out.logs, key=lambda r: (r[0], len(r[3])))
+    assert [r[3] for r in by_time[:6]] == [
+        "charge failed", "charge failed", "charge failed\nValueError: bad amount", "charge failed\n" + trace,
+        "charge failed " + trace, "\n".join(["runaway", "x.Y: z"] + ["\tat a.B(C.java:1)"] * (MOST - 2))]
+    assert [r[3] for r in by_time[6:]] == ["charge failed\n" + trace, "charge failed\n" + trace,
+                                           "charge failed\nTimeoutError: upstream", "charge failed"]
+    assert {r[2] for r in out.logs} == {"ERROR", None} and out.records[EXCEPTIONS] == 6

@@ -58,7 +58,7 @@ def job_group():
 def job_create(dest, sources, window, baseline, alert, system, job_id, force, fmt):
     """Assemble one job in DEST from export files, derive its entities and relations, validate it and
     print what it holds."""
-    from rcagent.exports import COUNTERS, JOINED
+    from rcagent.exports import COUNTERS, EXCEPTIONS, JOINED
     from rcagent.exports.assemble import create_job
 
     made = create_job(Path(dest), [Path(s) for s in sources], window, list(baseline), alert, system, job_id, force)
@@ -76,6 +76,8 @@ def job_create(dest, sources, window, baseline, alert, system, job_id, force, fm
         click.echo(f"  read as per-second rates: {made.records[COUNTERS]} counter series (NAME_total -> NAME:rate)")
     if made.records.get(JOINED):
         click.echo(f"  joined to the log line they continue: {made.records[JOINED]} lines (stack-trace frames)")
+    if made.records.get(EXCEPTIONS):
+        click.echo(f"  given the exception recorded beside them: {made.records[EXCEPTIONS]} log lines")
     for name, new in sorted(made.renamed.items()):
         click.echo(f"  named as one entity: {name} -> {new}")
     for row in skipped:

@@ -19,6 +19,7 @@ from rcagent.errors import BadInput
 EARLIEST, LATEST = 946_684_800, 4_102_444_800
 COUNTERS = "counter series read as per-second rates"   # the count of them in Collected.records
 JOINED = "log lines joined to the line they continue"     # stack-trace frames (rcagent/exports/multiline.py)
+EXCEPTIONS = "log lines given the exception recorded beside them"   # OTLP's exception.*, ECS's error.*
 UNITS = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 

@@ -11,12 +11,15 @@ The fields are those Filebeat, Fluent Bit and Fluentd's Kubernetes metadata give
   pod, the service, else the host;
 - the line: `message`, else `log` (Fluentd's raw line), else `msg`;
 - the level: `log.level`, `level` or `severity`, else the level the line states (rcagent.logline); the
-  trace id: `trace.id`, `trace_id` or `traceId`, else one the line states.
+  trace id: `trace.id`, `trace_id` or `traceId`, else one the line states;
+- an exception recorded beside the line (ECS's `error.stack_trace`, else `error.type` and `error.message`;
+  logstash-logback-encoder's `stack_trace`) follows the line on the lines after it.
 A document that names no time or no entity is counted as skipped.
 """
 from __future__ import annotations
 
-from rcagent.exports import Collected, Source, expect, instant, rfc3339
+from rcagent.exports import EXCEPTIONS, Collected, Source, expect, instant, rfc3339
+from rcagent.exports.multiline import with_exception
 from rcagent.logline import described
 
 TIME = ("@timestamp", "timestamp", "time")
@@ -28,6 +31,7 @@ NODE = ("kubernetes.node.name", "kubernetes.host", "host.name", "host.hostname")
 MESSAGE = ("message", "log", "msg")
 LEVEL = ("log.level", "level", "severity")
 TRACE = ("trace.id", "trace_id", "traceId")
+STACK = ("error.stack_trace", "stack_trace")
 
 
 def sniff(doc) -> bool:
@@ -86,6 +90,10 @@ def _hit(hit, src: Source, where: str, out: Collected) -> None:
     line = _first(source, MESSAGE) or ""
     trace = _first(source, TRACE)
     level, trace = described(line, _first(source, LEVEL), trace.lower() if trace else None)
+    line, added = with_exception(line, _first(source, ("error.type",)), _first(source, ("error.message",)),
+                                 _first(source, STACK))
+    if added:
+        out.records[EXCEPTIONS] += 1
     out.logs.append((ts, entity, level, line, trace))
     out.records["elasticsearch documents"] += 1
 

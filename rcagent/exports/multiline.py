@@ -18,6 +18,10 @@ when it has no level or the same (a stream's level label gives every frame its h
 none itself: a line that says its level (`    INFO ready`, as Python's `%(levelname)8s` pads it) is a
 record of its own; at most `MOST` lines make one record. The record keeps its
 first line's time, level and trace id (or the first trace id a later line states).
+
+Structured sources ship the exception beside the message instead (OTLP's `exception.stacktrace`, ECS's
+`error.stack_trace`): `with_exception` appends it to the line as the logger would have written it, so a
+line reads the same whichever way it came.
 """
 from __future__ import annotations
 
@@ -50,6 +54,21 @@ def continues(text: str, record: list[str]) -> bool:
     if first.startswith("panic: ") or any(line.startswith("goroutine ") for line in record):
         return bool(_GO.match(text))
     return False
+
+
+def with_exception(line: str, kind=None, message=None, stacktrace=None) -> tuple[str, bool]:
+    """`line` with the exception recorded beside it (its stack trace, else `type: message`) on the lines
+    after it, at most `MOST` lines in all, and whether anything was added: nothing when there is no
+    exception or the line holds it already (an appender that writes it into the message too)."""
+    text = str(stacktrace).strip("\r\n") if stacktrace not in (None, "") else ""
+    if not text:
+        text = ": ".join(str(v) for v in (kind, message) if v not in (None, ""))
+        if kind in (None, ""):
+            text = ""     # a message alone is no exception: the line states its own message
+    if not text or text.splitlines()[0] in line:
+        return line, False
+    lines = ([line] if line else []) + text.splitlines()
+    return "\n".join(lines[:MOST]), True
 
 
 def join_lines(rows: list[tuple], files: list[str]) -> tuple[list[tuple], int]:

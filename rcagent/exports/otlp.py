@@ -18,13 +18,16 @@ is named by its path in the request (`resourceSpans[0].scopeSpans[1].spans[4]`).
   ranking reads it: a 2 ms blip on a 5 ms latency is no change, whatever the series' own spread. Rates
   carry no unit.
 - Log records: `severityText`, else `severityNumber`, else the level the body states (a JSON or logfmt
-  field, a level word near its start: rcagent.logline); `traceId`, else one the body states.
+  field, a level word near its start: rcagent.logline); `traceId`, else one the body states. An exception
+  recorded beside the body (`exception.stacktrace`, else `exception.type` and `exception.message`, as the
+  OpenTelemetry appenders of Java's and Python's loggers write it) follows the body on the lines after it.
 """
 from __future__ import annotations
 
 import json
 
-from rcagent.exports import Collected, Source, expect, instant
+from rcagent.exports import EXCEPTIONS, Collected, Source, expect, instant
+from rcagent.exports.multiline import with_exception
 from rcagent.logline import described
 
 KINDS = ("resourceSpans", "resourceMetrics", "resourceLogs")
@@ -243,5 +246,9 @@ def _logs(scope: dict, res_attrs: dict, src: Source, at: str, out: Collected) ->
             level = number.removeprefix("SEVERITY_NUMBER_").rstrip("0123456789") or None
         line = "" if body is None else str(body)
         level, trace = described(line, level, str(record.get("traceId") or "").lower() or None)
+        line, added = with_exception(line, attrs.get("exception.type"), attrs.get("exception.message"),
+                                     attrs.get("exception.stacktrace"))
+        if added:
+            out.records[EXCEPTIONS] += 1
         out.logs.append((ts, entity, level, line, trace))
         out.records["otlp log records"] += 1
