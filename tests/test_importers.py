@@ -138,3 +138,42 @@ def test_petsite_client_nodes_are_the_users_entry(imported, labels):
     clients = [e for e in kinds if e.endswith("_client")]
     assert clients and all(kinds[e] == "entry" for e in clients)
     assert kinds["PetSite"] == "service"
+
+
+def test_an_rcd_case_of_another_fault_or_without_its_normal_period_imports(tmp_path):
+    """Real SockShop runs placed as cases the shared archive lacks: a fault it does not have (`delay`), a
+    service and fault that both hold a dash, and a run without normal.csv right after one with it. Each
+    becomes a job labelled with its service and fault; the run without a normal period has no baseline and
+    only its own rows (not the run before's normal period)."""
+    import tarfile
+
+    from rcagent.importers import run_import
+    from rcagent.importers.rcd import _service_and_fault
+    from tests.conftest import DATA
+    assert _service_and_fault("front-end-disk-io", ["carts", "front-end"]) == ("front-end", "disk-io")
+    assert _service_and_fault("carts-cpu", []) == ("carts", "cpu") and _service_and_fault("x", []) == ("x", "unknown")
+    data = tmp_path / "src" / "sock-shop-data"
+    with tarfile.open(DATA / "rcd-sockshop.tar.xz") as tar:
+        for member, to in (("carts-cpu/1", "carts-delay/1"), ("orders-cpu/1", "orders-disk-io/1"),
+                           ("orders-mem/1", "orders-mem/1")):
+            for part in ("normal", "anomalous"):
+                if to == "orders-mem/1" and part == "normal":
+                    continue
+                src = tar.extractfile(f"rcd-sockshop/sock-shop-data/{member}/{part}.csv")
+                (data / to).mkdir(parents=True, exist_ok=True)
+                (data / to / f"{part}.csv").write_bytes(src.read())
+    report = run_import("rcd", tmp_path / "src", tmp_path / "out")
+    assert len(report.jobs) == 3
+    labels = {}
+    for f in (tmp_path / "out" / "labels").glob("*.yaml"):
+        label = yaml.safe_load(f.read_text())
+        labels[label["case_id"]] = label
+    assert {c: (lab["root_causes"][0]["entity"], lab["fault_type"]) for c, lab in labels.items()} == {
+        "carts-delay/1": ("carts", "delay"), "orders-disk-io/1": ("orders", "disk-io"), "orders-mem/1": ("orders", "mem")}
+    assert "delay" in labels["carts-delay/1"]["root_cause"] and "carts" in labels["carts-delay/1"]["solution"]
+    for case, baseline in (("orders-mem/1", False), ("orders-disk-io/1", True)):
+        folder = tmp_path / "out" / "jobs" / labels[case]["job"]
+        meta = yaml.safe_load((folder / "job.yaml").read_text())
+        first = Job.load(folder).query("SELECT min(timestamp) FROM metrics")[0][0]
+        assert bool(meta["baseline"]) is baseline
+        assert (first < dt.datetime.fromisoformat(meta["window"]["start"].rstrip("Z"))) is baseline
