@@ -144,12 +144,15 @@ def test_an_rcd_case_of_another_fault_or_without_its_normal_period_imports(tmp_p
     """Real SockShop runs placed as cases the shared archive lacks: a fault it does not have (`delay`), a
     service and fault that both hold a dash, and a run without normal.csv right after one with it. Each
     becomes a job labelled with its service and fault; the run without a normal period has no baseline and
-    only its own rows (not the run before's normal period)."""
+    only its own rows (not the run before's normal period). A run whose anomalous.csv holds no sample is
+    skipped, named with its reason, and the others are imported; when no run can be, `import` says so in
+    one line and exits 2."""
     import tarfile
 
     from rcagent.importers import run_import
     from rcagent.importers.rcd import _service_and_fault
     from tests.conftest import DATA
+    from tests.test_cli import rcagent
     assert _service_and_fault("front-end-disk-io", ["carts", "front-end"]) == ("front-end", "disk-io")
     assert _service_and_fault("carts-cpu", []) == ("carts", "cpu") and _service_and_fault("x", []) == ("x", "unknown")
     data = tmp_path / "src" / "sock-shop-data"
@@ -162,8 +165,22 @@ def test_an_rcd_case_of_another_fault_or_without_its_normal_period_imports(tmp_p
                 src = tar.extractfile(f"rcd-sockshop/sock-shop-data/{member}/{part}.csv")
                 (data / to).mkdir(parents=True, exist_ok=True)
                 (data / to / f"{part}.csv").write_bytes(src.read())
-    report = run_import("rcd", tmp_path / "src", tmp_path / "out")
-    assert len(report.jobs) == 3
+    (data / "user-cpu" / "1").mkdir(parents=True)
+    (data / "user-cpu" / "1" / "anomalous.csv").write_text("time,user_cpu\n")
+    r = rcagent("import", "rcd", tmp_path / "src", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "Imported 3 jobs" in r.stdout and "skipped 1 cases" in r.stdout
+    assert "user-cpu/1: " in r.stdout and "anomalous.csv holds no sample" in r.stdout
+    assert len(list((tmp_path / "out" / "jobs").iterdir())) == len(list((tmp_path / "out" / "labels").iterdir())) == 3
+    report = run_import("rcd", tmp_path / "src", tmp_path / "again")
+    assert len(report.jobs) == 3 and list(report.skipped) == ["user-cpu/1"]
+    broken = tmp_path / "broken" / "sock-shop-data" / "user-cpu" / "1"
+    broken.mkdir(parents=True)
+    (broken / "anomalous.csv").write_text("time,user_cpu\n")
+    r = rcagent("import", "rcd", tmp_path / "broken", tmp_path / "none")
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert r.returncode == 2 and len(errors) == 1 and "none of its 1 cases" in errors[0]
+    assert "Traceback" not in r.stderr and not (tmp_path / "none" / "jobs").exists()
     labels = {}
     for f in (tmp_path / "out" / "labels").glob("*.yaml"):
         label = yaml.safe_load(f.read_text())

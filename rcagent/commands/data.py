@@ -8,6 +8,8 @@ import click
 
 from rcagent.commands.options import output_format
 
+SKIPS_SHOWN = 10   # cases `import` names that it skipped (the JSON output names all)
+
 
 @click.command("import")
 @click.argument("kind", type=click.Choice(["nezha", "rcd", "petshop", "changerca"]))
@@ -16,15 +18,16 @@ from rcagent.commands.options import output_format
 @output_format
 def import_cmd(kind, src, dest, fmt):
     """Import a public RCA dataset (archive or extracted folder) into DEST/jobs and DEST/labels."""
+    from rcagent.cli import one_line
     from rcagent.importers import run_import
 
     from rcagent.progress import counter
 
-    step = counter("jobs imported")
+    step = counter("cases read")
     report = run_import(kind, src, dest, progress=lambda job_id, i, n: step(i, n))
     if fmt == "json":
         click.echo(json.dumps({"source": report.source, "jobs": len(report.jobs), "systems": report.systems,
-                               "lacking": report.lacking}, indent=2))
+                               "lacking": report.lacking, "skipped": report.skipped}, indent=2))
         return
     click.echo(f"Imported {len(report.jobs)} jobs from {kind} into {Path(dest) / 'jobs'}: "
                + ", ".join(f"{s} {n}" for s, n in report.systems.items()))
@@ -34,6 +37,12 @@ def import_cmd(kind, src, dest, fmt):
         by_missing[key] = by_missing.get(key, 0) + 1
     for tables, n in sorted(by_missing.items()):
         click.echo(f"  {n} jobs lack: {tables}")
+    if report.skipped:
+        click.echo(f"  skipped {len(report.skipped)} cases not laid out as the others:")
+    for case, why in list(report.skipped.items())[:SKIPS_SHOWN]:
+        click.echo("    " + one_line(f"{case}: {why}"))   # a folder's name is the dataset's text
+    if len(report.skipped) > SKIPS_SHOWN:
+        click.echo(f"    and {len(report.skipped) - SKIPS_SHOWN} more (--format json lists them all)")
 
 
 @click.group("job")

@@ -14,6 +14,7 @@ import os
 import shutil
 import tarfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class ImportReport:
     jobs: list[str] = field(default_factory=list)
     lacking: dict[str, list[str]] = field(default_factory=dict)  # job id -> tables it lacks
     systems: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)        # case id -> why it was not imported
 
     def add(self, job_id: str, system: str, rows: dict[str, int]) -> None:
         self.jobs.append(job_id)
@@ -38,6 +40,27 @@ class ImportReport:
         empty = [t for t in SCHEMAS if not rows.get(t)]
         if empty:
             self.lacking[job_id] = empty
+
+    @contextmanager
+    def case(self, dest: Path, case_id: str, job_id: str):
+        """One case's import. A case not laid out as its source's cases are (a file missing, a cell that is
+        no number) is skipped with its reason and what was written of it removed; the other cases go on."""
+        try:
+            yield
+        except LAYOUT_ERRORS as exc:
+            shutil.rmtree(dest / "jobs" / job_id, ignore_errors=True)
+            (dest / "labels" / f"{job_id}.yaml").unlink(missing_ok=True)
+            self.skipped[case_id] = _reason(exc)
+
+
+# what a case laid out otherwise than expected raises (a disk that is full is no such thing: it stops the import)
+LAYOUT_ERRORS = (duckdb.Error, KeyError, ValueError, TypeError, IndexError, AttributeError, FileNotFoundError,
+                 NotADirectoryError, BadInput)
+
+
+def _reason(exc: BaseException) -> str:
+    detail = (str(exc).strip().splitlines() or [""])[0][:160]
+    return detail if isinstance(exc, BadInput) else f"{type(exc).__name__}: {detail}"
 
 
 def extracted(src: str | Path) -> Path:
@@ -172,8 +195,12 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None, only
     except OSError as exc:
         raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
     try:
-        return import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
+        report = import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
     except (duckdb.Error, KeyError, ValueError, TypeError, IndexError, json.JSONDecodeError) as exc:
         # the archive is not laid out as this source's data is (a renamed folder, a junk file)
-        detail = (str(exc).strip().splitlines() or [""])[0][:160]
-        raise BadInput(f"{src}: not {kind} data as expected ({type(exc).__name__}: {detail})") from None
+        raise BadInput(f"{src}: not {kind} data as expected ({_reason(exc)})") from None
+    if report.skipped and not report.jobs:
+        case, why = next(iter(report.skipped.items()))
+        raise BadInput(f"{src}: not {kind} data as expected: none of its {len(report.skipped)} cases was "
+                       f"imported ({case}: {why})")
+    return report

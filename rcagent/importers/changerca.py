@@ -77,9 +77,11 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     for i, case in enumerate(cases):
-        _import_case(con, case, dest, report)
+        job_id = opaque_id("cr", "changerca", case.name)
+        with report.case(dest, case.name, job_id):
+            _import_case(con, case, dest, report)
         if progress:
-            progress(report.jobs[-1], i + 1, len(cases))
+            progress(job_id, i + 1, len(cases))
     return report
 
 

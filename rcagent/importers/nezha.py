@@ -185,77 +185,78 @@ def _import_day(nezha: Path, day_dir: Path, dest: Path, report: ImportReport, co
         job_id = opaque_id(prefix, "nezha", case_id)
         if only is not None and case_id not in only:
             continue
-        trace_sql = _traces_sql(con, _files(day_dir / "trace", minutes, "trace"), "case_trace_files")
-        log_sql = _logs_sql(con, _files(day_dir / "log", minutes, "log"), "case_log_files")
+        with report.case(dest, case_id, job_id):
+            trace_sql = _traces_sql(con, _files(day_dir / "trace", minutes, "trace"), "case_trace_files")
+            log_sql = _logs_sql(con, _files(day_dir / "log", minutes, "log"), "case_log_files")
 
-        all_traces = f"SELECT * FROM ({trace_sql}) UNION ALL BY NAME SELECT * FROM ({free_traces})" \
-            if free_period else trace_sql
-        all_logs = f"SELECT * FROM ({log_sql}) UNION ALL BY NAME SELECT * FROM ({free_logs})" \
-            if free_period else log_sql
-        con.execute(f"CREATE OR REPLACE TEMP TABLE t AS SELECT DISTINCT * FROM ({all_traces})")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE l AS SELECT DISTINCT * FROM ({all_logs})")
-        periods = [(start, end)] + [(dt.datetime.fromisoformat(b['start'][:-1]), dt.datetime.fromisoformat(b['end'][:-1]))
-                                    for b in baseline]
-        cond = " OR ".join(f"(timestamp >= TIMESTAMP '{a}' AND timestamp < TIMESTAMP '{b}')" for a, b in periods)
-        # Pod -> node, as the logs show it; node-level metrics then belong to the node entity.
-        has_logs = con.execute("SELECT count(*) FROM l").fetchall()[0][0] > 0
-        node_of = dict(con.execute("SELECT entity, any_value(node) FROM l WHERE node IS NOT NULL GROUP BY entity")
-                       .fetchall()) if has_logs else {}
-        con.execute("CREATE OR REPLACE TEMP TABLE node_map AS SELECT * FROM (VALUES ('', '')) v(pod, node) WHERE false")
-        if node_of:
-            con.executemany("INSERT INTO node_map VALUES (?, ?)", list(node_of.items()))
-        metrics_sql = f"""
-            SELECT timestamp, CASE WHEN metric LIKE 'Node%' AND n.node IS NOT NULL THEN n.node ELSE m.pod END AS entity,
-                   metric, avg(value) AS value
-            FROM day_metrics m LEFT JOIN node_map n ON m.pod = n.pod
-            WHERE {cond}
-            GROUP BY ALL"""
-        pods = {r[0] for r in con.execute(
-            "SELECT DISTINCT pod FROM day_metrics WHERE pod <> 'entry' UNION SELECT DISTINCT entity FROM t "
-            "UNION SELECT DISTINCT entity FROM l").fetchall() if r[0]}
-        entities = [(p, "pod", service_of(p), node_of.get(p)) for p in sorted(pods)]
-        entities += [(s, "service", s, None) for s in sorted({service_of(p) for p in pods})]
-        entities += [(n, "node", None, n) for n in sorted(set(node_of.values()))]
-        entities.append(("entry", "entry", None, None))
-        calls = set(con.execute("""
-            SELECT DISTINCT p.service, c.service FROM t c JOIN t p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
-            WHERE p.service <> c.service""").fetchall()) if con.execute("SELECT count(*) FROM t").fetchall()[0][0] else set()
-        services = {service_of(p) for p in pods}
-        calls |= {(a, b) for a, b in dep_edges if a in services and b in services}
-        relations = [(a, b, "calls") for a, b in sorted(calls)]
-        relations += [(p, service_of(p), "instance_of") for p in sorted(pods)]
-        relations += [(p, n, "runs_on") for p, n in sorted(node_of.items())]
-        con.execute("CREATE OR REPLACE TEMP TABLE ents AS SELECT * FROM (VALUES ('', '', '', '')) v(id, kind, service, node) WHERE false")
-        con.executemany("INSERT INTO ents VALUES (?, ?, ?, ?)", entities)
-        con.execute("CREATE OR REPLACE TEMP TABLE rels AS SELECT * FROM (VALUES ('', '', '')) v(src, dst, kind) WHERE false")
-        con.executemany("INSERT INTO rels VALUES (?, ?, ?)", relations)
+            all_traces = f"SELECT * FROM ({trace_sql}) UNION ALL BY NAME SELECT * FROM ({free_traces})" \
+                if free_period else trace_sql
+            all_logs = f"SELECT * FROM ({log_sql}) UNION ALL BY NAME SELECT * FROM ({free_logs})" \
+                if free_period else log_sql
+            con.execute(f"CREATE OR REPLACE TEMP TABLE t AS SELECT DISTINCT * FROM ({all_traces})")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE l AS SELECT DISTINCT * FROM ({all_logs})")
+            periods = [(start, end)] + [(dt.datetime.fromisoformat(b['start'][:-1]), dt.datetime.fromisoformat(b['end'][:-1]))
+                                        for b in baseline]
+            cond = " OR ".join(f"(timestamp >= TIMESTAMP '{a}' AND timestamp < TIMESTAMP '{b}')" for a, b in periods)
+            # Pod -> node, as the logs show it; node-level metrics then belong to the node entity.
+            has_logs = con.execute("SELECT count(*) FROM l").fetchall()[0][0] > 0
+            node_of = dict(con.execute("SELECT entity, any_value(node) FROM l WHERE node IS NOT NULL GROUP BY entity")
+                           .fetchall()) if has_logs else {}
+            con.execute("CREATE OR REPLACE TEMP TABLE node_map AS SELECT * FROM (VALUES ('', '')) v(pod, node) WHERE false")
+            if node_of:
+                con.executemany("INSERT INTO node_map VALUES (?, ?)", list(node_of.items()))
+            metrics_sql = f"""
+                SELECT timestamp, CASE WHEN metric LIKE 'Node%' AND n.node IS NOT NULL THEN n.node ELSE m.pod END AS entity,
+                       metric, avg(value) AS value
+                FROM day_metrics m LEFT JOIN node_map n ON m.pod = n.pod
+                WHERE {cond}
+                GROUP BY ALL"""
+            pods = {r[0] for r in con.execute(
+                "SELECT DISTINCT pod FROM day_metrics WHERE pod <> 'entry' UNION SELECT DISTINCT entity FROM t "
+                "UNION SELECT DISTINCT entity FROM l").fetchall() if r[0]}
+            entities = [(p, "pod", service_of(p), node_of.get(p)) for p in sorted(pods)]
+            entities += [(s, "service", s, None) for s in sorted({service_of(p) for p in pods})]
+            entities += [(n, "node", None, n) for n in sorted(set(node_of.values()))]
+            entities.append(("entry", "entry", None, None))
+            calls = set(con.execute("""
+                SELECT DISTINCT p.service, c.service FROM t c JOIN t p ON c.parent_id = p.span_id AND c.trace_id = p.trace_id
+                WHERE p.service <> c.service""").fetchall()) if con.execute("SELECT count(*) FROM t").fetchall()[0][0] else set()
+            services = {service_of(p) for p in pods}
+            calls |= {(a, b) for a, b in dep_edges if a in services and b in services}
+            relations = [(a, b, "calls") for a, b in sorted(calls)]
+            relations += [(p, service_of(p), "instance_of") for p in sorted(pods)]
+            relations += [(p, n, "runs_on") for p, n in sorted(node_of.items())]
+            con.execute("CREATE OR REPLACE TEMP TABLE ents AS SELECT * FROM (VALUES ('', '', '', '')) v(id, kind, service, node) WHERE false")
+            con.executemany("INSERT INTO ents VALUES (?, ?, ?, ?)", entities)
+            con.execute("CREATE OR REPLACE TEMP TABLE rels AS SELECT * FROM (VALUES ('', '', '')) v(src, dst, kind) WHERE false")
+            con.executemany("INSERT INTO rels VALUES (?, ?, ?)", relations)
 
-        meta = {
-            "system": system, "source": "nezha",
-            "alert": _alert(con, system, start, end, baseline),
-            "window": {"start": iso(start), "end": iso(end)},
-            "baseline": baseline,
-        }
-        rows = write_job(con, dest, job_id, meta, {
-            "entities": "SELECT * FROM ents", "relations": "SELECT * FROM rels",
-            "metrics": metrics_sql,
-            "traces": f"SELECT * FROM t WHERE (start >= TIMESTAMP '{start}' AND start < TIMESTAMP '{end}') OR "
-                      + (f"(start >= TIMESTAMP '{free_period[0]}' AND start < TIMESTAMP '{free_period[1]}')" if free_period else "false"),
-            "logs": f"SELECT timestamp, entity, level, message, trace_id FROM l WHERE {cond}",
-        })
-        code = code_labels.get(svc, {}).get(case["inject_type"], "")
-        code_hint = f" ({code.replace('_', ', ')})" if "#" in code else ""
-        text, fix = REFERENCE.get(case["inject_type"], ("Fault {t} injected on pod {pod} of service {svc}.",
-                                                        "Remove the injected fault from {pod}."))
-        write_label(dest, job_id, {
-            "case_id": case_id, "source": "nezha", "system": system,
-            "root_causes": [{"entity": pod, "level": "pod", "service": svc}],
-            "fault_type": case["inject_type"], "inject_time": iso(inject),
-            "root_cause": text.format(pod=pod, svc=svc, t=case["inject_type"]),
-            "solution": fix.format(pod=pod, svc=svc, code=code_hint),
-            **({"code_location": code} if "#" in code else {}),
-        })
-        report.add(job_id, system, rows)
+            meta = {
+                "system": system, "source": "nezha",
+                "alert": _alert(con, system, start, end, baseline),
+                "window": {"start": iso(start), "end": iso(end)},
+                "baseline": baseline,
+            }
+            rows = write_job(con, dest, job_id, meta, {
+                "entities": "SELECT * FROM ents", "relations": "SELECT * FROM rels",
+                "metrics": metrics_sql,
+                "traces": f"SELECT * FROM t WHERE (start >= TIMESTAMP '{start}' AND start < TIMESTAMP '{end}') OR "
+                          + (f"(start >= TIMESTAMP '{free_period[0]}' AND start < TIMESTAMP '{free_period[1]}')" if free_period else "false"),
+                "logs": f"SELECT timestamp, entity, level, message, trace_id FROM l WHERE {cond}",
+            })
+            code = code_labels.get(svc, {}).get(case["inject_type"], "")
+            code_hint = f" ({code.replace('_', ', ')})" if "#" in code else ""
+            text, fix = REFERENCE.get(case["inject_type"], ("Fault {t} injected on pod {pod} of service {svc}.",
+                                                            "Remove the injected fault from {pod}."))
+            write_label(dest, job_id, {
+                "case_id": case_id, "source": "nezha", "system": system,
+                "root_causes": [{"entity": pod, "level": "pod", "service": svc}],
+                "fault_type": case["inject_type"], "inject_time": iso(inject),
+                "root_cause": text.format(pod=pod, svc=svc, t=case["inject_type"]),
+                "solution": fix.format(pod=pod, svc=svc, code=code_hint),
+                **({"code_location": code} if "#" in code else {}),
+            })
+            report.add(job_id, system, rows)
         if progress:
             progress(job_id, i + 1, len(cases))
 
