@@ -13,7 +13,7 @@ from rcagent.commands import bench as bench_commands
 from rcagent.commands import data, runs, serve
 from rcagent.commands.options import (model_options, model_settings, output_format, run_options, stop_on_sigterm,
                                       writable_file)
-from rcagent.errors import BackendError, BadInput
+from rcagent.errors import BackendError, BadInput, one_line
 
 
 class Group(click.Group):
@@ -110,13 +110,6 @@ def analyze(job_dir, config, backend, model, base_url, allow_remote, max_steps, 
 for command in (data.import_cmd, data.job_group, runs.show, runs.report_cmd, runs.runs, bench_commands.bench,
                 batch_commands.batch, batch_commands.eval_cmd, serve.serve):
     cli.add_command(command)
-
-
-def one_line(text: str, limit: int = 400) -> str:
-    """A message on one line: newlines and control characters of hostile input are escaped, not printed."""
-    text = " ".join(str(text).split("\n")).strip()
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 
+def one_line(text: str, limit: int = 400) -> str:
+    """A message on one line: newlines and control characters of hostile input are escaped, not printed."""
+    text = " ".join(str(text).split("\n")).strip()
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class BadInput(Exception):
     """Bad input from the user: the CLI prints the message on one line and exits with 2."""
 

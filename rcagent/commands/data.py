@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rcagent.commands.options import output_format
+from rcagent.errors import one_line
 
 SKIPS_SHOWN = 10   # cases `import` names that it skipped (the JSON output names all)
 
@@ -18,7 +19,6 @@ SKIPS_SHOWN = 10   # cases `import` names that it skipped (the JSON output names
 @output_format
 def import_cmd(kind, src, dest, fmt):
     """Import a public RCA dataset (archive or extracted folder) into DEST/jobs and DEST/labels."""
-    from rcagent.cli import one_line
     from rcagent.importers import run_import
 
     from rcagent.progress import counter
