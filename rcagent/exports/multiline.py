@@ -61,10 +61,8 @@ def with_exception(line: str, kind=None, message=None, stacktrace=None) -> tuple
     after it, at most `MOST` lines in all, and whether anything was added: nothing when there is no
     exception or the line holds it already (an appender that writes it into the message too)."""
     text = str(stacktrace).strip("\r\n") if stacktrace not in (None, "") else ""
-    if not text:
-        text = ": ".join(str(v) for v in (kind, message) if v not in (None, ""))
-        if kind in (None, ""):
-            text = ""     # a message alone is no exception: the line states its own message
+    if not text and kind not in (None, ""):   # a message alone is no exception: the line states its own
+        text = f"{kind}: {message}" if message not in (None, "") else str(kind)
     if not text or text.splitlines()[0] in line:
         return line, False
     lines = ([line] if line else []) + text.splitlines()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import lzma
 import os
 import shutil
@@ -53,9 +52,10 @@ class ImportReport:
             self.skipped[case_id] = _reason(exc)
 
 
-# what a case laid out otherwise than expected raises (a disk that is full is no such thing: it stops the import)
-LAYOUT_ERRORS = (duckdb.Error, KeyError, ValueError, TypeError, IndexError, AttributeError, FileNotFoundError,
-                 NotADirectoryError, BadInput)
+# what a source not laid out as expected raises (a renamed folder, a junk file; json's errors are ValueErrors);
+# within one case also a file missing or the importer's own refusal (a disk that is full stops the import)
+SOURCE_ERRORS = (duckdb.Error, KeyError, ValueError, TypeError, IndexError)
+LAYOUT_ERRORS = (*SOURCE_ERRORS, AttributeError, FileNotFoundError, NotADirectoryError, BadInput)
 
 
 def _reason(exc: BaseException) -> str:
@@ -196,8 +196,7 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None, only
         raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
     try:
         report = import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
-    except (duckdb.Error, KeyError, ValueError, TypeError, IndexError, json.JSONDecodeError) as exc:
-        # the archive is not laid out as this source's data is (a renamed folder, a junk file)
+    except SOURCE_ERRORS as exc:
         raise BadInput(f"{src}: not {kind} data as expected ({_reason(exc)})") from None
     if report.skipped and not report.jobs:
         case, why = next(iter(report.skipped.items()))
