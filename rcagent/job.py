@@ -340,12 +340,12 @@ class Job:
             f"{table}: {n} of its {self.rows[table]} rows have no {self.time_column(table)} and are not used"
             for table, n in self.untimed()] + self.sampled_notes()
 
-    def sampled_notes(self) -> list[str]:
-        """One line when most trace ids of the window's log lines have no span: the traces look sampled (a
-        tracer keeps some requests' spans, the logs keep every line). A rarely called entity then keeps a
-        few calls, and what is judged per call (latency, own time, the lines its calls write) rests on them."""
-        if "sampled_notes" not in self.cache:
-            notes = []
+    def trace_share(self) -> float | None:
+        """The share of the window's log trace ids that have spans, when most have none (20 ids or more):
+        the traces look sampled (a tracer keeps some requests' spans, the logs keep every line). None when
+        they do not, or the job lacks logs with trace ids or traces. Cached."""
+        if "trace_share" not in self.cache:
+            share = None
             if self.rows.get("logs") and self.rows.get("traces"):
                 ids, spanless = self.query(f"""
                     WITH ids AS (SELECT DISTINCT trace_id FROM logs WHERE trace_id IS NOT NULL AND {self.in_window()})
@@ -353,11 +353,21 @@ class Job:
                                                                              WHERE trace_id IS NOT NULL))
                     FROM ids""")[0]
                 if ids >= SAMPLED_IDS and spanless > ids / 2:
-                    notes.append(f"traces: {spanless} of the {ids} trace ids in the window's log lines have no span, "
-                                 "so the traces look sampled: a rarely called entity keeps few calls, and its "
-                                 "latency, own time and the lines its calls write are judged from those few")
-            self.cache["sampled_notes"] = notes
-        return self.cache["sampled_notes"]
+                    share = (ids - spanless) / ids
+                    self.cache["trace_ids"] = ids, spanless
+            self.cache["trace_share"] = share
+        return self.cache["trace_share"]
+
+    def sampled_notes(self) -> list[str]:
+        """One line when the traces look sampled (trace_share): a rarely called entity then keeps a few
+        calls, and what is judged per call (latency, own time, the lines its calls write) rests on them."""
+        if self.trace_share() is None:
+            return []
+        ids, spanless = self.cache["trace_ids"]
+        return [f"traces: {spanless} of the {ids} trace ids in the window's log lines have no span, "
+                "so the traces look sampled: a rarely called entity keeps few calls, and its "
+                "latency, own time and the lines its calls write are judged from those few, and what "
+                f"the traces show weighs less (the square root of the {1 - spanless / ids:.0%} kept)"]
 
     def no_baseline_notes(self) -> list[str]:
         """One line for the tables of series no given baseline period covers (or none of whose rows the given

@@ -294,6 +294,12 @@ def test_traces_that_hold_few_of_the_log_lines_requests_are_told_as_sampled(tmp_
     assert told(0) == []
 
 
+def test_the_share_of_requests_sampled_traces_kept_is_read_from_the_log_lines_trace_ids(tmp_path):
+    # 14 of the window's 200 request ids have spans; whole traces give no share (nothing to weigh down)
+    assert Job.load(_calls_and_lines(make_job(tmp_path / "s"), sampled_every=90)).trace_share() == pytest.approx(0.07)
+    assert Job.load(_calls_and_lines(make_job(tmp_path / "w"))).trace_share() is None
+
+
 def test_a_warning_every_call_of_a_newly_called_operation_writes_is_its_routine_not_a_failure(tmp_path):
     # catalog's callers switch from `browse` to `search` at the window, and `search` warns on every call;
     # checkout's `pay`, called all along, writes an ERROR line it never wrote from minute 12
@@ -386,3 +392,28 @@ def test_on_a_real_job_with_sampled_traces_the_line_its_few_sampled_calls_no_lon
     # and the operator is told the traces look sampled, which the job as imported is not
     assert any("look sampled" in w for w in job.warnings())
     assert not any("look sampled" in w for w in Job.load(path).warnings())
+
+
+def test_on_a_real_job_with_sampled_traces_a_busy_callers_sampled_own_time_does_not_outrank_the_culprits_logs(
+        job_of, tmp_path):
+    # TrainTicket, an exception in the verification-code service at 09:42, its traces sampled to one trace
+    # in four (the second quarter by the trace id's hash; the logs whole, 21% of their request ids with
+    # spans). The order service's own time per call, 4 -> 18 ms over the few calls the sample kept, came
+    # first; weighed by the square root of the share of requests kept, the culprit's new error line does.
+    path = job_of("2023-01-29_09_42")
+    sampled = tmp_path / path.name
+    shutil.copytree(path, sampled)
+    with duckdb.connect() as con:   # its own connection: the module's default one is shared by other tests
+        con.read_parquet(str(path / "traces.parquet")).filter("md5_number(trace_id) % 4 = 1").write_parquet(
+            str(sampled / "traces.parquet"))
+    job = Job.load(sampled)
+    share = job.trace_share()
+    assert 0.15 < share < 0.3
+    ranked = ranking(job)
+    assert ranked[0][0] in culprit_of(path)
+    weighed = [s for s, why, src in scores(job)["ts-order-service"] if why.startswith("own time per call")]
+    job.cache.clear()
+    job.cache["trace_share"] = None   # the same sample read as whole traces
+    whole = [s for s, why, src in scores(job)["ts-order-service"] if why.startswith("own time per call")]
+    assert weighed and weighed[0] == pytest.approx(whole[0] * share ** 0.5)
+    assert ranking(job)[0][0] == "ts-order-service"

@@ -13,7 +13,9 @@ Signals, each turned into a comparable score (the mechanism of each is in the co
   and more calls are the callers' doing), slower p95 latency, typical from the onset on rather than a
   burst's (the median where a period has too few calls for a p95; less when the entity's own time per call
   did not grow; faster calls are no evidence), own time per call, error spans, a widened cross-span gap
-  (the caller's side when it grew on most of one caller's calls, else the callee's);
+  (the caller's side when it grew on most of one caller's calls, else the callee's); where the traces look
+  sampled (most request ids of the log lines have no span), each weighs the square root of the share kept
+  (a comparison of fewer calls is noisier);
 - logs, per template: error-like lines beyond their share of the entity's own volume (less where they name
   another service: its failure as the entity saw it), a routine line that stopped or fell to a fraction of
   its share of the entity's lines (an exception thrown before it), and, where log lines carry trace ids, a
@@ -173,6 +175,14 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
                    request_line_signals(rows["request_lines"], rows["request_lines_min"], params)):
         for entity, signal in source:
             found[entity].append(signal)
+    share = job.trace_share()
+    if share is not None:
+        # sampled traces: a call signal rests on the calls kept, and the noise of a comparison of a share k
+        # of the calls grows as 1/sqrt(k), so it weighs sqrt(k) (chosen before measuring; a busy caller's
+        # sampled noise otherwise outranks a culprit named by every log line and metric)
+        for entity, sigs in found.items():
+            found[entity] = [(s * math.sqrt(share), why, src) if src == "calls" else (s, why, src)
+                             for s, why, src in sigs]
     if params.preexisting != 1.0:
         onset, before = _before_onset(job, params)
         for entity, sigs in found.items():
@@ -222,7 +232,7 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
             # whatever the parameters)
             part = replace(job, window=replace(job.window, end=onset),
                            cache=job.cache.setdefault("before_onset", {k: v for k, v in job.cache.items()
-                                                                       if k in ("edges", "callees", "log_lines")} | {"part": True}))
+                                                                       if k in ("edges", "callees", "log_lines", "trace_share", "trace_ids")} | {"part": True}))
             for entity, sigs in scores(part, replace(params, preexisting=1.0)).items():
                 kinds = out.setdefault(entity, {})
                 for s, why, _ in sigs:
