@@ -373,6 +373,17 @@ def test_on_a_real_code_fault_the_log_signal_names_the_culprit(job_of, case, rea
     assert any(reason in why for why in reasons)
 
 
+def _with_quarter_of_traces(path: Path, tmp_path: Path, quarter: int) -> Path:
+    """A copy of the job at `path` whose traces keep one trace in four, the `quarter`-th by the trace id's
+    hash (as head-based sampling keeps whole traces; the logs stay whole)."""
+    sampled = tmp_path / path.name
+    shutil.copytree(path, sampled)
+    with duckdb.connect() as con:   # its own connection: the module's default one is shared by other tests
+        con.read_parquet(str(path / "traces.parquet")).filter(f"md5_number(trace_id) % 4 = {quarter}").write_parquet(
+            str(sampled / "traces.parquet"))
+    return sampled
+
+
 def test_on_a_real_job_with_sampled_traces_the_line_its_few_sampled_calls_no_longer_write_names_the_culprit(
         job_of, tmp_path):
     # TrainTicket, an exception in the price service at 11:36, its traces sampled as a tracer keeps one
@@ -380,12 +391,7 @@ def test_on_a_real_job_with_sampled_traces_the_line_its_few_sampled_calls_no_lon
     # onset, none writing the line eight of eight wrote in the baseline. Judged from eight expected lines,
     # it went unseen and a busy caller's latency came first.
     path = job_of("2023-01-29_11_36")
-    sampled = tmp_path / path.name
-    shutil.copytree(path, sampled)
-    with duckdb.connect() as con:   # its own connection: the module's default one is shared by other tests
-        con.read_parquet(str(path / "traces.parquet")).filter("md5_number(trace_id) % 4 = 0").write_parquet(
-            str(sampled / "traces.parquet"))
-    job = Job.load(sampled)
+    job = Job.load(_with_quarter_of_traces(path, tmp_path, 0))
     top, _, reasons = ranking(job)[0]
     assert top in culprit_of(path)
     assert any("in its calls: written by 0 of" in why for why in reasons)
@@ -401,12 +407,7 @@ def test_on_a_real_job_with_sampled_traces_a_busy_callers_sampled_own_time_does_
     # spans). The order service's own time per call, 4 -> 18 ms over the few calls the sample kept, came
     # first; weighed by the square root of the share of requests kept, the culprit's new error line does.
     path = job_of("2023-01-29_09_42")
-    sampled = tmp_path / path.name
-    shutil.copytree(path, sampled)
-    with duckdb.connect() as con:   # its own connection: the module's default one is shared by other tests
-        con.read_parquet(str(path / "traces.parquet")).filter("md5_number(trace_id) % 4 = 1").write_parquet(
-            str(sampled / "traces.parquet"))
-    job = Job.load(sampled)
+    job = Job.load(_with_quarter_of_traces(path, tmp_path, 1))
     share = job.trace_share()
     assert 0.15 < share < 0.3
     ranked = ranking(job)
