@@ -343,9 +343,14 @@ class Job:
     def trace_share(self) -> float | None:
         """The share of the window's log trace ids that have spans, when most have none (20 ids or more):
         the traces look sampled (a tracer keeps some requests' spans, the logs keep every line). None when
-        they do not, or the job lacks logs with trace ids or traces. Cached."""
-        if "trace_share" not in self.cache:
-            share = None
+        they do not, or the job lacks logs with trace ids or traces."""
+        counts = self._sampled_ids()
+        return None if counts is None else (counts[0] - counts[1]) / counts[0]
+
+    def _sampled_ids(self) -> tuple[int, int] | None:
+        """(trace ids in the window's log lines, those without a span) when most have none; cached."""
+        if "sampled_ids" not in self.cache:
+            counts = None
             if self.rows.get("logs") and self.rows.get("traces"):
                 ids, spanless = self.query(f"""
                     WITH ids AS (SELECT DISTINCT trace_id FROM logs WHERE trace_id IS NOT NULL AND {self.in_window()})
@@ -353,21 +358,21 @@ class Job:
                                                                              WHERE trace_id IS NOT NULL))
                     FROM ids""")[0]
                 if ids >= SAMPLED_IDS and spanless > ids / 2:
-                    share = (ids - spanless) / ids
-                    self.cache["trace_ids"] = ids, spanless
-            self.cache["trace_share"] = share
-        return self.cache["trace_share"]
+                    counts = ids, spanless
+            self.cache["sampled_ids"] = counts
+        return self.cache["sampled_ids"]
 
     def sampled_notes(self) -> list[str]:
         """One line when the traces look sampled (trace_share): a rarely called entity then keeps a few
         calls, and what is judged per call (latency, own time, the lines its calls write) rests on them."""
-        if self.trace_share() is None:
+        counts = self._sampled_ids()
+        if counts is None:
             return []
-        ids, spanless = self.cache["trace_ids"]
+        ids, spanless = counts
         return [f"traces: {spanless} of the {ids} trace ids in the window's log lines have no span, "
                 "so the traces look sampled: a rarely called entity keeps few calls, and its "
                 "latency, own time and the lines its calls write are judged from those few, and what "
-                f"the traces show weighs less (the square root of the {1 - spanless / ids:.0%} kept)"]
+                f"the traces show weighs less (the square root of the {self.trace_share():.0%} kept)"]
 
     def no_baseline_notes(self) -> list[str]:
         """One line for the tables of series no given baseline period covers (or none of whose rows the given

@@ -414,7 +414,7 @@ def test_on_a_real_job_with_sampled_traces_a_busy_callers_sampled_own_time_does_
     assert ranked[0][0] in culprit_of(path)
     weighed = [s for s, why, src in scores(job)["ts-order-service"] if why.startswith("own time per call")]
     job.cache.clear()
-    job.cache["trace_share"] = None   # the same sample read as whole traces
+    job.cache["sampled_ids"] = None   # the same sample read as whole traces
     whole = [s for s, why, src in scores(job)["ts-order-service"] if why.startswith("own time per call")]
     assert weighed and weighed[0] == pytest.approx(whole[0] * share ** 0.5)
     assert ranking(job)[0][0] == "ts-order-service"

@@ -232,7 +232,7 @@ def _before_onset(job: Job, params: RankingParams) -> tuple[dt.datetime | None, 
             # whatever the parameters)
             part = replace(job, window=replace(job.window, end=onset),
                            cache=job.cache.setdefault("before_onset", {k: v for k, v in job.cache.items()
-                                                                       if k in ("edges", "callees", "log_lines", "trace_share", "trace_ids")} | {"part": True}))
+                                                                       if k in ("edges", "callees", "log_lines", "sampled_ids")} | {"part": True}))
             for entity, sigs in scores(part, replace(params, preexisting=1.0)).items():
                 kinds = out.setdefault(entity, {})
                 for s, why, _ in sigs:
