@@ -9,11 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 
+from rcagent.errors import BadInput
 from rcagent.exports import Collected, Source, instant, rfc3339
 from rcagent.exports.assemble import create_job, read_exports
 from rcagent.job import Job
@@ -280,12 +282,87 @@ def _one_line_error(r, *parts):
                                                        "--timestamps", "untimed.log"]),
     ("sample.json", '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"p"},"values":[[1714557600]]}]}}',
      ["sample.json", "data.result[0].values[0]", "[unix seconds"]),
+    ("resource.json", '{"resourceSpans":[{"resource":[null],"scopeSpans":[]}]}',
+     ["resource.json", "otlp export", "a field holds a value of another type"]),
 ])
 def test_malformed_exports_fail_with_one_line_naming_file_and_record(tmp_path, name, content, parts):
     (tmp_path / name).write_text(content)
     r = rcagent("job", "create", tmp_path / "job", "--from", tmp_path / name, "--window", "2024-05-01T10:00Z..2024-05-01T10:05Z")
     _one_line_error(r, *parts)
     assert not (tmp_path / "job").exists()
+
+
+EVIL_VALUES = [None, 0, -1, 1.5, 10**30, 1e308, float("nan"), float("inf"), "", "x", "NaN", "1e400",
+               "2024-13-45T10:00:00Z", "1714557600000000000", [], {}, [None], [[]], [1, 2], {"a": None}, True,
+               "\x1b[31m", "a" * 300, "ab\ncd"]
+
+
+def _paths(doc, here=()):
+    yield here
+    children = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in children:
+        yield from _paths(value, here + (key,))
+
+
+DELETE = object()
+
+
+def _mutate(doc, path: tuple, value) -> None:
+    """Set (or delete) the field at `path`; nothing when an earlier change took the path away."""
+    for key in path[:-1]:
+        ok = key in doc if isinstance(doc, dict) else isinstance(doc, list) and isinstance(key, int) and key < len(doc)
+        if not ok:
+            return
+        doc = doc[key]
+    key = path[-1]
+    if isinstance(doc, dict):
+        if value is DELETE:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    elif isinstance(doc, list) and isinstance(key, int) and key < len(doc):
+        doc[key] = None if value is DELETE else value
+
+
+def test_exports_with_a_value_of_the_wrong_type_anywhere_are_read_or_refused_in_one_line(tmp_path):
+    """Any field of any sample replaced by a value of another type or form (or removed), a few at a time
+    (hypothesis): `job create` either makes a job the ranking reads, or refuses with one line naming the
+    file; never another exception (an operator would see "internal error")."""
+    import copy
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    samples = {p.name: p for p in SAMPLES.iterdir() if p.suffix in (".json", ".jsonl")}
+
+    def parsed(path: Path):
+        text = path.read_text()
+        return [json.loads(line) for line in text.splitlines()] if path.suffix == ".jsonl" else json.loads(text)
+
+    outcomes = Counter()
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(sorted(samples)), st.data())
+    def read_or_refused(name, data):
+        doc = copy.deepcopy(parsed(samples[name]))
+        where = [p for p in _paths(doc) if p]
+        for _ in range(data.draw(st.integers(1, 3))):
+            _mutate(doc, data.draw(st.sampled_from(where)), data.draw(st.sampled_from([DELETE, *EVIL_VALUES])))
+        folder = tmp_path / f"case{sum(outcomes.values())}"
+        folder.mkdir()
+        file = folder / name
+        file.write_text("\n".join(json.dumps(d) for d in doc) if name.endswith(".jsonl") else json.dumps(doc))
+        try:
+            made = create_job(folder / "job", [file], "2024-05-01T09:00Z..2024-05-01T11:00Z")
+        except BadInput as exc:
+            assert str(file) in str(exc) or "nothing to diagnose" in str(exc), exc
+            outcomes["refused"] += 1
+            return
+        ranking(Job.load(made.folder))
+        outcomes["read"] += 1
+
+    read_or_refused()
+    assert outcomes["read"] > 50 and outcomes["refused"] > 50, outcomes   # both paths were exercised
 
 
 def test_bad_periods_and_a_full_destination_are_one_line_errors(tmp_path):

@@ -72,6 +72,7 @@ class Collected:
 
     def pod(self, name: str, service: str | None = None, node: str | None = None) -> None:
         """Record a pod, filling in its service and node where a source names them first."""
+        service, node = _name(service), _name(node)
         known = self.pods.setdefault(name, Pod())
         known.service = known.service or service
         known.node = known.node or node
@@ -134,6 +135,16 @@ class Collected:
 
     def skip(self, src: Source, reason: str, n: int = 1) -> None:
         self.skipped[(src.file, reason)] += n
+
+
+def _name(value) -> str | None:
+    """An entity's name as a source gives it: a string, or a number written as one (a node named 7);
+    anything else (an object, a list, true) names nothing."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
 
 
 def instant(value, unit: str, src: Source, record: str) -> dt.datetime:

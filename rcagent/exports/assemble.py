@@ -128,7 +128,7 @@ def read_exports(paths: list[Path]) -> Collected:
         formats = set()
         for line, doc in documents(path):
             src = Source(str(path), line)
-            reader = next((name for name, module in READERS.items() if module.sniff(doc)), None)
+            reader = _sniff(doc, src)
             if reader is None and line is None and not named:   # a folder's README.yaml, a job.yaml
                 out.skip(src, "file of no export format")
                 continue
@@ -139,7 +139,7 @@ def read_exports(paths: list[Path]) -> Collected:
                                       f"JSON, a change log, container logs)")
                 out.skip(src, "JSON line of no export format")
                 continue
-            READERS[reader].read(doc, src, out)
+            _read(reader, doc, src, out)
             log_files += [str(path)] * (len(out.logs) - len(log_files))
             formats.add(reader)
         for name in formats:
@@ -149,6 +149,35 @@ def read_exports(paths: list[Path]) -> Collected:
     if joined:
         out.records[JOINED] += joined
     return out
+
+
+# What a reader raises when a field holds a value of another type or form than its format gives it (an
+# object where the format has a list, a number where it has a string): the readers check the nesting they
+# walk (rcagent.exports.expect), but not every leaf, and such a file is the user's to fix, not a crash.
+MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, RecursionError)
+
+
+def _sniff(doc, src: Source) -> str | None:
+    """The format whose reader claims `doc`, if any."""
+    for name, module in READERS.items():
+        try:
+            if module.sniff(doc):
+                return name
+        except MALFORMED:
+            continue
+    return None
+
+
+def _read(reader: str, doc, src: Source, out: Collected) -> None:
+    """Read one document with its format's reader; a value of the wrong type or form deep inside it is
+    one line naming the file (and line) and the format."""
+    try:
+        READERS[reader].read(doc, src, out)
+    except ExportError:
+        raise
+    except MALFORMED as exc:
+        raise ExportError(f"{src.at(reader + ' export')}: a field holds a value of another type or form than "
+                          f"the format gives it ({type(exc).__name__}: {exc})") from None
 
 
 def reconcile(out: Collected) -> dict[str, str]:
