@@ -167,13 +167,16 @@ def test_an_rcd_case_of_another_fault_or_without_its_normal_period_imports(tmp_p
                 (data / to / f"{part}.csv").write_bytes(src.read())
     (data / "user-cpu" / "1").mkdir(parents=True)
     (data / "user-cpu" / "1" / "anomalous.csv").write_text("time,user_cpu\n")
+    (data / "user-cpu" / "2").mkdir(parents=True)
+    (data / "user-cpu" / "2" / "anomalous.csv").write_text("tiem,user_cpu\n1,2\n")
     r = rcagent("import", "rcd", tmp_path / "src", tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    assert "Imported 3 jobs" in r.stdout and "skipped 1 cases" in r.stdout
+    assert "Imported 3 jobs" in r.stdout and "skipped 2 cases" in r.stdout
     assert "user-cpu/1: " in r.stdout and "anomalous.csv holds no sample" in r.stdout
+    assert "user-cpu/2: " in r.stdout and "has no column 'time' (its header begins tiem, user_cpu)" in r.stdout
     assert len(list((tmp_path / "out" / "jobs").iterdir())) == len(list((tmp_path / "out" / "labels").iterdir())) == 3
     report = run_import("rcd", tmp_path / "src", tmp_path / "again")
-    assert len(report.jobs) == 3 and list(report.skipped) == ["user-cpu/1"]
+    assert len(report.jobs) == 3 and list(report.skipped) == ["user-cpu/1", "user-cpu/2"]
     broken = tmp_path / "broken" / "sock-shop-data" / "user-cpu" / "1"
     broken.mkdir(parents=True)
     (broken / "anomalous.csv").write_text("time,user_cpu\n")

@@ -69,7 +69,10 @@ def import_source(root: Path, dest: Path, progress=None) -> ImportReport:
                 if not f.is_file():
                     continue
                 con.execute(f"CREATE OR REPLACE TEMP TABLE w_{part} AS SELECT * FROM {csv_view(con, 'case_file', [f])}")
-                cols = [r[0] for r in con.execute(f"DESCRIBE w_{part}").fetchall() if r[0] != "time"]
+                header = [r[0] for r in con.execute(f"DESCRIBE w_{part}").fetchall()]
+                if "time" not in header:
+                    raise BadInput(f"{f.name}: has no column 'time' (its header begins {', '.join(header[:3])})")
+                cols = [c for c in header if c != "time"]
                 con.execute(f"""
                     CREATE OR REPLACE TEMP TABLE m_{part} AS
                     SELECT make_timestamp(CAST(CAST("time" AS DOUBLE) * 1e6 AS BIGINT)) AS timestamp,
