@@ -140,6 +140,19 @@ def test_petsite_client_nodes_are_the_users_entry(imported, labels):
     assert kinds["PetSite"] == "service"
 
 
+def test_an_archive_is_extracted_for_one_import_and_removed_after_it(tmp_path, monkeypatch):
+    """An archive is extracted under the cache for the length of one import: nothing of it stays there, so
+    a new version of the archive never leaves the old one's copy behind."""
+    from rcagent.importers import run_import
+    from tests.conftest import DATA
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    report = run_import("rcd", DATA / "rcd-sockshop.tar.xz", tmp_path / "out")
+    assert len(report.jobs) == 30
+    data = tmp_path / "home" / ".cache" / "rcagent" / "data"
+    assert data.is_dir() and not list(data.iterdir())
+
+
 def test_an_rcd_case_of_another_fault_or_without_its_normal_period_imports(tmp_path):
     """Real SockShop runs placed as cases the shared archive lacks: a fault it does not have (`delay`), a
     service and fault that both hold a dash, and a run without normal.csv right after one with it. Each

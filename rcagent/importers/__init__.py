@@ -9,9 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import lzma
-import os
 import shutil
 import tarfile
+import tempfile
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,36 +63,32 @@ def _reason(exc: BaseException) -> str:
     return detail if isinstance(exc, BadInput) else f"{type(exc).__name__}: {detail}"
 
 
-def extracted(src: str | Path) -> Path:
-    """The folder holding the source's data: SRC itself, or SRC's archive extracted into the cache."""
+@contextmanager
+def extracted(src: str | Path):
+    """The folder holding the source's data: SRC itself, or SRC's archive extracted into a temporary
+    folder under the cache for the length of one import, then removed (extracting takes seconds; copies kept
+    for later would pile up, one per version of each archive). A truncated archive is one line."""
     src = Path(src).expanduser()
     if src.is_dir():
-        return src
+        yield src
+        return
     if not src.is_file():
         raise BadInput(f"source not found: {src}")
-    digest = hashlib.sha1(f"{src.resolve()}:{src.stat().st_size}:{src.stat().st_mtime_ns}".encode()).hexdigest()[:10]
-    target = cache_dir() / "data" / f"{src.name.split('.')[0]}-{digest}"
-    if (target / ".complete").exists():
-        return target
-    # extract beside the target and rename when complete: a truncated archive, a full disk or Ctrl-C
-    # leaves no half-extracted folder that a later import would take for the data
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    parent = cache_dir() / "data"
     try:
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        with tarfile.open(src) as tar:
-            tar.extractall(partial, filter="data")
-        (partial / ".complete").write_text("ok\n")
-        try:        # only ever a complete folder is renamed into place, so one that is there is complete
-            partial.rename(target)
-        except OSError:
-            if not (target / ".complete").exists():
-                raise      # another process extracted it meanwhile (and may be reading it): theirs is kept
-    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-        raise BadInput(f"{src}: cannot extract ({str(exc).strip() or type(exc).__name__})") from None
+        parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"{src.name.split('.')[0]}-", dir=parent))
+    except OSError as exc:
+        raise BadInput(f"{parent}: cannot extract there ({exc.strerror or exc})") from None
+    try:
+        try:
+            with tarfile.open(src) as tar:
+                tar.extractall(folder, filter="data")
+        except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+            raise BadInput(f"{src}: cannot extract ({str(exc).strip() or type(exc).__name__})") from None
+        yield folder
     finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def find_dir(root: Path, name: str) -> Path:
@@ -188,16 +184,16 @@ def run_import(kind: str, src: str | Path, dest: str | Path, progress=None, only
         from rcagent.importers.changerca import import_source
     else:
         raise BadInput(f"unknown importer '{kind}' (choose from {', '.join(IMPORTERS)})")
-    root = extracted(src)
     dest = Path(dest).expanduser()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
-    try:
-        report = import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
-    except SOURCE_ERRORS as exc:
-        raise BadInput(f"{src}: not {kind} data as expected ({_reason(exc)})") from None
+    with extracted(src) as root:
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"{dest}: cannot create the destination ({exc.strerror or exc})") from None
+        try:
+            report = import_source(root, dest, progress=progress, **({"only": only} if only is not None else {}))
+        except SOURCE_ERRORS as exc:
+            raise BadInput(f"{src}: not {kind} data as expected ({_reason(exc)})") from None
     if report.skipped and not report.jobs:
         case, why = next(iter(report.skipped.items()))
         raise BadInput(f"{src}: not {kind} data as expected: none of its {len(report.skipped)} cases was "
