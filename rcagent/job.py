@@ -36,9 +36,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "events": {"timestamp": "TIMESTAMP", "entity": "VARCHAR", "reason": "VARCHAR", "message": "VARCHAR"},
 }
 TABLES = tuple(SCHEMAS)
-# Columns that name what a row is about: a row with one of them empty is left out of the table's view.
-NAMES = {"entities": ("id",), "relations": ("src", "dst"), "metrics": ("entity", "metric"), "traces": ("entity",),
-         "logs": ("entity",), "events": ("entity",)}
+# Columns without which a row says nothing (what it is about; a log line's text): a row with one of them
+# empty is left out of the table's view, and counted in a warning.
+NEEDED = {"entities": ("id",), "relations": ("src", "dst"), "metrics": ("entity", "metric"), "traces": ("entity",),
+          "logs": ("entity", "message"), "events": ("entity",)}
 # Columns a file may omit (they read as NULL); every other column is required.
 OPTIONAL_COLUMNS = {"entities": {"service", "node"}, "traces": {"status", "parent_id", "service"},
                     "logs": {"trace_id", "level"}, "events": {"reason"}}
@@ -190,19 +191,19 @@ class Job:
         # The column names are the schema's own (checked present above), never the file's text.
         cols = ", ".join(f"{_typed(c, t, present[c])} AS {c}" if c in present else f"NULL::{t} AS {c}"
                          for c, t in schema.items())
-        unnamed = " OR ".join(f'"{c}" IS NULL' for c in NAMES[table])
-        self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM (SELECT {cols} FROM _raw_{table}) WHERE NOT ({unnamed})")
+        empty = " OR ".join(f'"{c}" IS NULL' for c in NEEDED[table])
+        self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM (SELECT {cols} FROM _raw_{table}) WHERE NOT ({empty})")
         typed_cols = [c for c, t in schema.items() if c in present and t != "VARCHAR"]
         checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND {_cast(c, schema[c], present[c])} IS NULL)'
                   for c in typed_cols]
         try:
-            n, named, *bad = self.con.execute(
+            n, kept, *bad = self.con.execute(
                 f"SELECT count(*), (SELECT count(*) FROM {table}){''.join(', ' + c for c in checks)} "
                 f"FROM _raw_{table}").fetchall()[0]
         except duckdb.Error as exc:
             raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
-        if n - named:
-            self.notes.append(f"{table}: {n - named} of its {n} rows name no {' or '.join(NAMES[table])} "
+        if n - kept:
+            self.notes.append(f"{table}: {n - kept} of its {n} rows have no {' or '.join(NEEDED[table])} "
                               f"and are not used")
         for col, count in zip(typed_cols, bad):
             if count:

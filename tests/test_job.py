@@ -141,7 +141,7 @@ def test_rows_without_a_time_are_named_not_silently_dropped(tmp_path, job_of):
     assert all(f"Note: {n}" in job.summary() for n in notes)
 
 
-def test_rows_that_name_no_entity_or_metric_are_named_and_left_out(tmp_path, job_of):
+def test_rows_with_no_entity_metric_or_message_are_named_and_left_out(tmp_path, job_of):
     """A real job whose metrics lost the series name of one pod's rows and whose logs lost the pod of one
     pod's lines (blank CSV cells): the job says how many rows of each it cannot use and leaves them out, so
     the ranking and the onset search (run here without a baseline) never meet a series or entity named null."""
@@ -162,9 +162,9 @@ def test_rows_that_name_no_entity_or_metric_are_named_and_left_out(tmp_path, job
     lost = {t: original.query(f"SELECT count(*) FROM {t} WHERE entity = $1", [pod])[0][0] for t in ("metrics", "logs")}
     assert all(lost.values())
     job = Job.load(dst)
-    assert [n for n in job.warnings() if "name no" in n] == [
-        f"metrics: {lost['metrics']} of its {job.rows['metrics']} rows name no entity or metric and are not used",
-        f"logs: {lost['logs']} of its {job.rows['logs']} rows name no entity and are not used"]
+    assert [n for n in job.warnings() if "rows have no entity" in n] == [
+        f"metrics: {lost['metrics']} of its {job.rows['metrics']} rows have no entity or metric and are not used",
+        f"logs: {lost['logs']} of its {job.rows['logs']} rows have no entity or message and are not used"]
     assert job.query("SELECT count(*) FROM metrics WHERE metric IS NULL")[0][0] == 0
     without_baseline(job)
     assert all(entity for entity, _, _ in ranking(job))
