@@ -448,3 +448,20 @@ def test_on_a_real_job_a_busy_service_s_few_long_calls_do_not_outrank_the_culpri
     job = Job.load(path)
     assert not any(why.startswith("own time") for _, why, _ in scores(job).get("ts-order-service", []))
     assert ranking(job)[0][0] in culprit_of(path)
+
+
+def test_spans_whose_service_is_blank_leave_no_entity_without_a_signal(job_of, tmp_path):
+    """A real job whose tracer left the service blank on a third of its spans: the signals that look an
+    entity up leave none with an empty list of signals (the ranking failed on one), and the culprit, named
+    by its logs, still comes first."""
+    import shutil
+
+    src = job_of("2023-01-29_08_43")
+    dst = tmp_path / "blank"
+    shutil.copytree(src, dst)
+    (dst / "traces.parquet").unlink()
+    duckdb.execute(f"COPY (SELECT * REPLACE (CASE WHEN hash(span_id) % 3 = 0 THEN '' ELSE service END AS service) "
+                   f"FROM read_parquet('{src / 'traces.parquet'}')) TO '{dst / 'traces.parquet'}'")
+    job = Job.load(dst)
+    assert all(scores(job).values())
+    assert ranking(job)[0][0] == "ts-contacts-service"

@@ -203,7 +203,8 @@ def scores(job: Job, params: RankingParams = DEFAULT) -> dict[str, list[tuple[fl
         found[entity].append(signal)
     for entity in found:
         found[entity].sort(reverse=True)
-    job.cache[key] = dict(found)
+    # the signal functions look entities up in `found`, which leaves an empty list for one with no signal
+    job.cache[key] = {entity: sigs for entity, sigs in found.items() if sigs}
     return job.cache[key]
 
 
