@@ -370,3 +370,70 @@ def test_a_real_job_given_no_baseline_tells_the_operator_its_answer_is_weaker(tm
     run_id = json.loads((tmp_path / "d.json").read_text())["run_id"]
     assert json.loads(Store(tmp_path / "s.db").get_run(run_id)["diagnosis"])["warnings"] == [note]
     assert "How the job was read" in (text := run_page(Store(tmp_path / "s.db"), run_id)) and html.escape(note) in text
+
+
+BLANKS = {"DOUBLE": ["NULL", "0", "-1", "1e308", "-1e308", "1e-300"],
+          "TIMESTAMP": ["NULL", "TIMESTAMP '1970-01-01'", "TIMESTAMP '2262-01-01'", "{c} + INTERVAL 1 YEAR"],
+          "VARCHAR": ["NULL", "''", "' '", "repeat('a', 9000)", "'''; DROP TABLE metrics; --'", "chr(27) || '[2J'"]}
+
+
+def test_tables_with_values_blank_null_or_extreme_anywhere_are_read_or_refused_in_one_line(job_of, tmp_path):
+    """A real job's tables with a column's values replaced on some of their rows (hypothesis: a blank, a
+    null, an extreme number or time, an escape code, in one to three columns): the job is read, ranked and
+    ranked again as if it had no baseline, and every information tool answers on its first entities, or
+    the job is refused in one line; never another exception."""
+    import itertools
+
+    import duckdb
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from rcagent.errors import AgentMessage
+    from rcagent.job import SCHEMAS
+    from rcagent.tools import load_builtin_tools, run_tool
+
+    src = job_of("2023-01-29_08_43")
+    columns = [(t, c, "DOUBLE" if ty == "DOUBLE" else ty) for t, cols in SCHEMAS.items() if (src / f"{t}.parquet").exists()
+               for c, ty in cols.items()]
+    tools = load_builtin_tools()
+    outcomes: list[str] = []
+    folders = itertools.count()
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.sampled_from(columns), st.integers(0, 5), st.sampled_from([1, 3, 50])),
+                    min_size=1, max_size=3))
+    def read_or_refused(changes):
+        dst = tmp_path / f"case{next(folders)}"
+        shutil.copytree(src, dst)
+        for (table, column, kind), pick, every in changes:
+            value = BLANKS[kind][pick % len(BLANKS[kind])].format(c=column)
+            f = dst / f"{table}.parquet"
+            if column not in duckdb.read_parquet(str(f)).columns:
+                continue
+            duckdb.execute(f"COPY (SELECT * EXCLUDE (file_row_number) REPLACE (CASE WHEN file_row_number % {every} = 0 "
+                           f"THEN CAST({value} AS {kind}) ELSE {column} END AS {column}) "
+                           f"FROM read_parquet('{f}', file_row_number = true)) TO '{f}.new' (FORMAT parquet)")
+            (dst / f"{table}.parquet.new").replace(f)
+        try:
+            job = Job.load(dst)
+        except BadInput as exc:
+            assert "\n" not in str(exc)
+            outcomes.append("refused")
+            return
+        first = [e for e, _, _ in ranking(job)[:2]]
+        for tool in tools.values():
+            if tool.available and not tool.available(job):
+                continue
+            for entity in first:
+                args = {p.name: entity if p.entity else p.choices[0] for p in tool.params if p.entity or p.choices}
+                try:
+                    run_tool(tool, job, args)
+                except AgentMessage:
+                    pass
+        job.warnings()
+        without_baseline(job)
+        ranking(job)
+        outcomes.append("read")
+
+    read_or_refused()
+    assert outcomes.count("read") > 10, outcomes
