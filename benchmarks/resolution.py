@@ -13,7 +13,10 @@ with the telemetry as imported and thinned in memory (the job's files are not to
   traces); each job is sampled four times, the four disjoint quarters of its traces, and scored by the mean
   of the four (one sample's figure moves by several cases with the sample drawn);
 - no traces, no logs, metrics only: the table (or both) emptied, as a job without its file reads (only jobs
-  that have it).
+  that have it);
+- logs as JSON lines: each log line as a structured logger writes it, its text the `message` field of a
+  JSON object beside a time, a version, a logger, a thread and the level (logback's JSON encoder's fields),
+  as a site whose services log JSON ships them (only jobs with logs).
 Jobs whose tables were split at an onset are split again at the onset found in the thinned data.
 """
 from __future__ import annotations
@@ -24,7 +27,8 @@ from rcagent.eval.rankbench import BASELINES, _groups, jobs_from_arguments, pr1_
 from rcagent.job import Job
 from rcagent.onset import split_at_onset, undo_split
 
-VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4", "no traces", "no logs", "metrics only")
+VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4", "no traces", "no logs", "metrics only",
+            "logs as JSON lines")
 METHODS = ("ranking", *BASELINES)
 NONE = "WHERE false"
 KEEP = {  # the tables thinned, each with the clause that keeps its rows
@@ -35,6 +39,14 @@ KEEP = {  # the tables thinned, each with the clause that keeps its rows
     "metrics only": {"traces": NONE, "logs": NONE},
 }
 
+REWRITE = {  # the tables rewritten, each with the query that gives its new rows
+    "logs as JSON lines": {"logs": """
+        SELECT * REPLACE ('{"@timestamp":"' || strftime(timestamp, '%Y-%m-%dT%H:%M:%S.%gZ') || '","@version":"1",'
+                          || '"message":' || to_json(message) || ',"logger_name":"app","thread_name":"exec-'
+                          || (md5_number(coalesce(trace_id, message)) % 10) || '","level":"' || coalesce(level, 'INFO')
+                          || '"}' AS message) FROM logs"""},
+}
+
 
 SAMPLES = {"traces 1 in 4": 4}   # a variant drawn as several disjoint samples, each job scored by their mean
 
@@ -42,12 +54,14 @@ SAMPLES = {"traces 1 in 4": 4}   # a variant drawn as several disjoint samples, 
 def thin(job: Job, variant: str, part: int = 0) -> bool:
     """The job with its tables thinned as `variant` says (its `part`-th sample where it draws several);
     False when the job has none of them."""
-    tables = {t: keep.format(part=part) for t, keep in KEEP[variant].items() if job.rows.get(t)}
+    tables = {t: f"SELECT * FROM {t} " + keep.format(part=part) for t, keep in KEEP.get(variant, {}).items()}
+    tables.update(REWRITE.get(variant, {}))
+    tables = {t: select for t, select in tables.items() if job.rows.get(t)}
     if not tables:
         return False
     undo_split(job)
-    for table, keep in tables.items():
-        job.con.execute(f"CREATE OR REPLACE TABLE _thin_{table} AS SELECT * FROM {table} {keep}")
+    for table, select in tables.items():
+        job.con.execute(f"CREATE OR REPLACE TABLE _thin_{table} AS {select}")
         job.con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _thin_{table}")
         job.rows[table] = job.con.execute(f"SELECT count(*) FROM _thin_{table}").fetchone()[0]
         if not job.rows[table]:

@@ -1,5 +1,6 @@
 """What a log line says of itself: its level and its trace id, for log lines whose source gives neither
-(a Loki stream with no `level` label, an OTLP record with no severity, a container's log file).
+(a Loki stream with no `level` label, an OTLP record with no severity, a container's log file); and its
+message, the text a structured logger wraps in a JSON object of fields (time, thread, request id).
 
 The level is read from the line as the common loggers write it: a JSON object's `level`, `severity`,
 `lvl`, `levelname`, `log.level` (ECS) or `@l` (Serilog) field, pino's and bunyan's numbers (30 info, 50
@@ -26,6 +27,9 @@ _NAMES = {
 _LEVEL_KEYS = ("level", "severity", "lvl", "loglevel", "log_level", "levelname", "severity_text", "log.level",
                "@l", "@level", "level_name")
 _TRACE_KEYS = ("trace_id", "traceid", "trace.id", "traceId", "traceID", "dd.trace_id", "logging.googleapis.com/trace")
+# where a structured logger puts the message: logback's and zap's `message`/`msg`, Serilog's `@m`,
+# structlog's `event`, journald's `MESSAGE`, a container runtime's `log`; the first that holds a string
+MESSAGE_KEYS = ("message", "msg", "Message", "MESSAGE", "@m", "event", "log", "body")
 # pino and bunyan: 10 trace, 20 debug, 30 info, 40 warn, 50 error, 60 fatal
 _NUMBERED = ((60, "FATAL"), (50, "ERROR"), (40, "WARN"), (30, "INFO"), (20, "DEBUG"), (10, "TRACE"))
 _KLOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d")
@@ -107,3 +111,23 @@ def described(line: str | None, level=None, trace: str | None = None) -> tuple[s
     """A line's level and trace id: those its source gives (the level in rcagent's spelling, or as given
     when it names none a logger uses and the line states none either), else those the line states."""
     return level_name(level) or level_of(line) or (str(level) if level else None), trace or trace_of(line)
+
+
+def message_of(line: str | None) -> str | None:
+    """What a line says: the message field of a JSON object line (MESSAGE_KEYS; the line itself when it
+    has none), else the line. Two lines that differ only in their fields (a time, a thread, a request id)
+    say the same."""
+    doc = _json_fields(line) if line else None
+    if doc is not None:
+        value = next((doc[k] for k in MESSAGE_KEYS if isinstance(doc.get(k), str)), None)
+        if value is not None:
+            return value
+    return line
+
+
+def message_sql(column: str) -> str:
+    """message_of() as a DuckDB expression over `column` (the keys are constants of this module)."""
+    fields = ", ".join(f"""CASE WHEN json_type({column}, '$."{k}"') = 'VARCHAR' """
+                       f"""THEN json_extract_string({column}, '$."{k}"') END""" for k in MESSAGE_KEYS)
+    return (f"CASE WHEN starts_with(ltrim({column}), '{{') AND json_valid({column}) "
+            f"THEN coalesce({fields}, {column}) ELSE {column} END")

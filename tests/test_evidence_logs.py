@@ -418,3 +418,40 @@ def test_on_a_real_job_with_sampled_traces_a_busy_callers_sampled_own_time_does_
     whole = [s for s, why, src in scores(job)["ts-order-service"] if why.startswith("own time per call")]
     assert weighed and weighed[0] == pytest.approx(whole[0] * share ** 0.5)
     assert ranking(job)[0][0] == "ts-order-service"
+
+
+def test_a_json_line_is_templated_by_its_message_field_in_python_and_in_sql():
+    """A structured logger's line says its message field (the first of message, msg, @m, ... holding a
+    string); its time, thread and request id are fields, not what it says. Plain lines, broken JSON and an
+    object with no message field stay as they are; the SQL form agrees with the Python one."""
+    from rcagent.logline import message_of, message_sql
+    from rcagent.tools.common import template
+
+    lines = ['{"@timestamp":"2024-05-01T10:00:00.001Z","thread":"exec-3","message":"Order 17 saved","level":"INFO"}',
+             '{"log":{"level":"warn"},"msg":"retrying","req":"abc"}', '{"@m":"user 5 logged in","@t":"x"}',
+             '{"message":{"nested":1},"event":"cache miss"}', "plain line 3", "{not json", '{"x": 1}', '[1, 2]']
+    expected = ["Order 17 saved", "retrying", "user 5 logged in", "cache miss", "plain line 3", "{not json",
+                '{"x": 1}', "[1, 2]"]
+    assert [message_of(line) for line in lines] == expected
+    sql = duckdb.execute(f"SELECT {message_sql('m')} FROM (SELECT unnest($lines) AS m)", {"lines": lines}).fetchall()
+    assert [r[0] for r in sql] == expected
+    assert template(lines[0]) == template(lines[0].replace("exec-3", "exec-9").replace(".001Z", ".777Z"))
+
+
+def test_on_a_real_job_whose_services_log_json_lines_the_culprit_is_named_by_their_message(job_of):
+    """TrainTicket 2023-01-29_08_58 with every log line as logback's JSON encoder writes it (benchmarks/
+    resolution.py, "logs as JSON lines"): the contacts service is named by its error line and the routine
+    line it stopped writing, as with plain lines. Templated whole, every line of a pod began with the same
+    JSON fields, and the first answer was another service."""
+    import importlib.util
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("resolution", root / "benchmarks" / "resolution.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = job_of("2023-01-29_08_58")
+    job = Job.load(path)
+    assert bench.thin(job, "logs as JSON lines")
+    assert job.query("SELECT count(*) FROM logs WHERE NOT starts_with(message, '{\"@timestamp\"')")[0][0] == 0
+    first, _, why = ranking(job)[0]
+    assert first in culprit_of(path)
+    assert any("ContactsServiceImpl#37" in w for w in why)

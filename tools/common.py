@@ -7,6 +7,7 @@ import re
 
 from rcagent.errorlike import one_of
 from rcagent.job import Job
+from rcagent.logline import message_of
 
 
 def log_ratio(w: float, b: float) -> float:
@@ -248,8 +249,8 @@ _MASKS = [
 
 
 def template(message: str) -> str:
-    """A log line with its variable parts masked, so repeats fold together."""
-    text = message.strip()
+    """A log line with its variable parts masked, so repeats fold together; of a JSON line, its message."""
+    text = (message_of(message) or "").strip()
     for pattern, repl in _MASKS:
         text = pattern.sub(repl, text)
     return re.sub(r"\s+", " ", text)[:240]

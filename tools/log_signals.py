@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS
 from rcagent.job import Job
+from rcagent.logline import message_sql
 from rcagent.tools.calls import edges
 from rcagent.tools.common import LATENCY_CALLS, log_ratio, plain
 
@@ -23,8 +24,9 @@ LINE_MIN = 8             # a routine log line that stops counts when this many w
 LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
 NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
 ROUTINE = "log line "    # how the reason of a routine line that stopped or fell begins
-# a log message as its template: long hex ids and numbers masked, a "#46" source line number kept
-TEMPLATE = ("left(regexp_replace(regexp_replace(message, '[0-9a-fA-F-]{16,}', '<id>', 'g'), "
+# a log message as its template: what it says (a JSON line's message field: rcagent.logline), long hex ids
+# and numbers masked, a "#46" source line number kept
+TEMPLATE = (f"left(regexp_replace(regexp_replace({message_sql('message')}, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'), "
             "'(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64)")
 
 
