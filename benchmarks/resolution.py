@@ -16,7 +16,10 @@ with the telemetry as imported and thinned in memory (the job's files are not to
   that have it);
 - logs as JSON lines: each log line as a structured logger writes it, its text the `message` field of a
   JSON object beside a time, a version, a logger, a thread and the level (logback's JSON encoder's fields),
-  as a site whose services log JSON ships them (only jobs with logs).
+  as a site whose services log JSON ships them (only jobs with logs);
+- logs behind a longer header: each log line after the header Spring Boot's default pattern writes (date,
+  time, level, process id, `---`, thread), as a site with another log pattern ships them (only jobs with
+  logs).
 Jobs whose tables were split at an onset are split again at the onset found in the thinned data.
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ from rcagent.job import Job
 from rcagent.onset import split_at_onset, undo_split
 
 VARIANTS = ("as imported", "metrics every 2nd sample", "traces 1 in 4", "no traces", "no logs", "metrics only",
-            "logs as JSON lines")
+            "logs as JSON lines", "logs behind a longer header")
 METHODS = ("ranking", *BASELINES)
 NONE = "WHERE false"
 KEEP = {  # the tables thinned, each with the clause that keeps its rows
@@ -45,6 +48,10 @@ REWRITE = {  # the tables rewritten, each with the query that gives its new rows
                           || '"message":' || to_json(message) || ',"logger_name":"app","thread_name":"exec-'
                           || (md5_number(coalesce(trace_id, message)) % 10) || '","level":"' || coalesce(level, 'INFO')
                           || '"}' AS message) FROM logs"""},
+    "logs behind a longer header": {"logs": """
+        SELECT * REPLACE (strftime(timestamp, '%Y-%m-%d %H:%M:%S.%g') || '  ' || coalesce(level, 'INFO')
+                          || ' 1 --- [nio-8080-exec-' || (md5_number(coalesce(trace_id, message)) % 10) || '] '
+                          || message AS message) FROM logs"""},
 }
 
 

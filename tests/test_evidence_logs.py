@@ -455,3 +455,23 @@ def test_on_a_real_job_whose_services_log_json_lines_the_culprit_is_named_by_the
     first, _, why = ranking(job)[0]
     assert first in culprit_of(path)
     assert any("ContactsServiceImpl#37" in w for w in why)
+
+
+def test_on_a_real_job_whose_log_lines_begin_with_a_longer_header_the_culprit_is_named_by_their_message(job_of):
+    """TrainTicket 2023-01-29_10_50 with every log line behind the header of Spring Boot's default pattern
+    (date, time, level, process id, thread: benchmarks/resolution.py, "logs behind a longer header"): the
+    header is left out of the template, whose 64 characters are then the message's, and the travel2
+    service is named by the routine lines it stopped writing, as with its own short header. With the
+    header kept, the templates held little but the header, and another service came first."""
+    import importlib.util
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("resolution", root / "benchmarks" / "resolution.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = job_of("2023-01-29_10_50")
+    job = Job.load(path)
+    assert bench.thin(job, "logs behind a longer header")
+    assert job.query("SELECT count(*) FROM logs WHERE NOT regexp_matches(message, '^\\d{4}-\\d\\d-\\d\\d ')")[0][0] == 0
+    first, _, why = ranking(job)[0]
+    assert first in culprit_of(path)
+    assert any(w.startswith("log line") for w in why)

@@ -24,10 +24,13 @@ LINE_MIN = 8             # a routine log line that stops counts when this many w
 LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by this many deviations (z-test)
 NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
 ROUTINE = "log line "    # how the reason of a routine line that stopped or fell begins
+# the header a logger writes before the message, once masked: times and numbers, a level, a [thread], dashes
+HEADER = r"^(\s*(<n>|<id>|\[[^\]]{0,40}\]|(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|SEVERE|CRITICAL|FATAL)\b|---|[-:|,]))+\s*"
 # a log message as its template: what it says (a JSON line's message field: rcagent.logline), long hex ids
-# and numbers masked, a "#46" source line number kept
-TEMPLATE = (f"left(regexp_replace(regexp_replace({message_sql('message')}, '[0-9a-fA-F-]{{16,}}', '<id>', 'g'), "
-            "'(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), 64)")
+# and numbers masked, a "#46" source line number kept, the header before the message left out (its 64
+# characters are the message's, however long the header a site's log pattern writes)
+TEMPLATE = (f"left(regexp_replace(regexp_replace(regexp_replace({message_sql('message')}, '[0-9a-fA-F-]{{16,}}', "
+            f"'<id>', 'g'), '(^|[^#0-9A-Za-z])-?[0-9]+([.:][0-9]+)*', '\\1<n>', 'g'), '{HEADER}', ''), 64)")
 
 
 def log_lines(job: Job) -> str:
