@@ -1,4 +1,5 @@
-"""The overview's log signals: per entity and log template (numbers and ids masked, a "#46" source line kept),
+"""The overview's log signals: per entity and log template (what a line says: a JSON line's message field,
+the logger's header before it left out, numbers and ids masked, a "#46" source line kept),
 error-like lines beyond their share of the entity's lines, error-like lines never written in the baseline
 (a failing code path), and routine lines that stopped or fell to a fraction of their share (an exception
 thrown before them); where log lines carry trace ids, routine lines that the calls of an operation no
