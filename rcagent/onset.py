@@ -60,15 +60,16 @@ def step_scores(matrix: np.ndarray) -> np.ndarray:
     have = ~np.isnan(matrix)
     x = np.where(have, matrix, 0.0)
     n = have.sum(axis=1, keepdims=True).astype(float)
-    total = x.sum(axis=1, keepdims=True)
-    sse = (np.where(have, (matrix - total / np.maximum(n, 1)) ** 2, 0.0)).sum(axis=1)
-    n1 = np.cumsum(have, axis=1)[:, :-1].astype(float)      # points left of split k = 1..B-1
-    s1 = np.cumsum(x, axis=1)[:, :-1]
-    n2, s2 = n - n1, total - s1
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # a series of values near the float range (1e308: hostile or broken data) overflows: it counts nothing
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        total = x.sum(axis=1, keepdims=True)
+        sse = (np.where(have, (matrix - total / np.maximum(n, 1)) ** 2, 0.0)).sum(axis=1)
+        n1 = np.cumsum(have, axis=1)[:, :-1].astype(float)      # points left of split k = 1..B-1
+        s1 = np.cumsum(x, axis=1)[:, :-1]
+        n2, s2 = n - n1, total - s1
         between = n1 * n2 / n * (s1 / n1 - s2 / n2) ** 2
         share = between / sse[:, None]
-    ok = (n1 >= MIN_POINTS) & (n2 >= MIN_POINTS) & (sse[:, None] > 0)
+    ok = (n1 >= MIN_POINTS) & (n2 >= MIN_POINTS) & (sse[:, None] > 0) & np.isfinite(share)
     return np.where(ok, share, 0.0).sum(axis=0)
 
 

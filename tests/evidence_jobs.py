@@ -1,7 +1,10 @@
-"""Small helpers for the evidence tests: a table written as Parquet into a job, a real job's labelled culprit."""
+"""Small helpers for the evidence tests: a table written as Parquet into a job, a real job copied with a
+table rewritten, a real job's labelled culprit."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import shutil
 
 import duckdb
 import yaml
@@ -13,6 +16,16 @@ def write_table(job: Path, table: str, columns: str, rows: list[tuple]) -> None:
     con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
     con.table(table).write_parquet(str(job / f"{table}.parquet"))
     con.close()
+
+
+def with_table(src: Path, dst: Path, table: str, select: str) -> Path:
+    """A copy of the job `src` in `dst` whose `table` holds what `select` gives; `select` reads the original
+    as `{table}` (`SELECT * REPLACE (...) FROM {table}`)."""
+    shutil.copytree(src, dst)
+    (dst / f"{table}.parquet").unlink()
+    original = f"read_parquet('{src / f'{table}.parquet'}')"
+    duckdb.execute(f"COPY ({select.format(table=original)}) TO '{dst / f'{table}.parquet'}'")
+    return dst
 
 
 def culprit_of(path: Path) -> tuple[str, str]:

@@ -438,40 +438,27 @@ def test_a_json_line_is_templated_by_its_message_field_in_python_and_in_sql():
     assert template(lines[0]) == template(lines[0].replace("exec-3", "exec-9").replace(".001Z", ".777Z"))
 
 
-def test_on_a_real_job_whose_services_log_json_lines_the_culprit_is_named_by_their_message(job_of):
-    """TrainTicket 2023-01-29_08_58 with every log line as logback's JSON encoder writes it (benchmarks/
-    resolution.py, "logs as JSON lines"): the contacts service is named by its error line and the routine
-    line it stopped writing, as with plain lines. Templated whole, every line of a pod began with the same
-    JSON fields, and the first answer was another service."""
+@pytest.mark.parametrize("case, variant, begins, named_by", [
+    ("2023-01-29_08_58", "logs as JSON lines", '^\\{"@timestamp"', "ContactsServiceImpl#37"),
+    ("2023-01-29_10_50", "logs behind a longer header", "^\\d{4}-\\d\\d-\\d\\d ", "log line"),
+])
+def test_on_a_real_job_whose_loggers_write_otherwise_the_culprit_is_named_by_the_message(job_of, case, variant,
+                                                                                      begins, named_by):
+    """TrainTicket's log lines rewritten as another site's loggers write them (benchmarks/resolution.py):
+    as logback's JSON encoder writes them (the contacts service, named by its error line), and behind the
+    header of Spring Boot's default pattern (date, time, level, process id, thread; the travel2 service,
+    named by the routine lines it stopped writing). A line is templated by its message field with the
+    header before the message left out, as with TrainTicket's own lines. Templated from its first 64
+    characters, the lines said little but their JSON fields or header, and another service came first."""
     import importlib.util
     root = Path(__file__).resolve().parent.parent
     spec = importlib.util.spec_from_file_location("resolution", root / "benchmarks" / "resolution.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    path = job_of("2023-01-29_08_58")
+    path = job_of(case)
     job = Job.load(path)
-    assert bench.thin(job, "logs as JSON lines")
-    assert job.query("SELECT count(*) FROM logs WHERE NOT starts_with(message, '{\"@timestamp\"')")[0][0] == 0
+    assert bench.thin(job, variant)
+    assert job.query("SELECT count(*) FROM logs WHERE NOT regexp_matches(message, $p)", {"p": begins})[0][0] == 0
     first, _, why = ranking(job)[0]
     assert first in culprit_of(path)
-    assert any("ContactsServiceImpl#37" in w for w in why)
-
-
-def test_on_a_real_job_whose_log_lines_begin_with_a_longer_header_the_culprit_is_named_by_their_message(job_of):
-    """TrainTicket 2023-01-29_10_50 with every log line behind the header of Spring Boot's default pattern
-    (date, time, level, process id, thread: benchmarks/resolution.py, "logs behind a longer header"): the
-    header is left out of the template, whose 64 characters are then the message's, and the travel2
-    service is named by the routine lines it stopped writing, as with its own short header. With the
-    header kept, the templates held little but the header, and another service came first."""
-    import importlib.util
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("resolution", root / "benchmarks" / "resolution.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    path = job_of("2023-01-29_10_50")
-    job = Job.load(path)
-    assert bench.thin(job, "logs behind a longer header")
-    assert job.query("SELECT count(*) FROM logs WHERE NOT regexp_matches(message, '^\\d{4}-\\d\\d-\\d\\d ')")[0][0] == 0
-    first, _, why = ranking(job)[0]
-    assert first in culprit_of(path)
-    assert any(w.startswith("log line") for w in why)
+    assert any(named_by in w for w in why)

@@ -10,6 +10,7 @@ from rcagent.errors import BadInput
 from rcagent.job import Job
 from rcagent.onset import without_baseline
 from rcagent.tools.overview import ranking
+from tests.evidence_jobs import with_table
 
 META = """id: tiny
 system: test
@@ -89,16 +90,12 @@ def test_csv_job_matches_parquet(tmp_path, job_of):
 def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_path, job_of, monkeypatch):
     """A real job whose logs were written 8 hours late (local time where UTC was meant): the job, its
     summary (which the model reads) and `rcagent analyze` name the logs unused; the job as imported has none."""
-    import duckdb
     from tests.test_cli import contacts_script, rcagent
 
     src = job_of("2023-01-29_08_43")
     assert Job.load(src).unused_tables() == []
-    dst = tmp_path / "late-logs"
-    shutil.copytree(src, dst)
-    (dst / "logs.parquet").unlink()
-    duckdb.execute(f"COPY (SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) "
-                   f"FROM read_parquet('{src / 'logs.parquet'}')) TO '{dst / 'logs.parquet'}'")
+    dst = with_table(src, tmp_path / "late-logs", "logs",
+                     "SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) FROM {table}")
     job = Job.load(dst)
     [(table, rows, baseline, first, last)] = job.unused_tables()
     assert (table, rows, baseline) == ("logs", job.rows["logs"], 0) and first > job.window.end
@@ -145,19 +142,11 @@ def test_rows_with_no_entity_metric_or_message_are_named_and_left_out(tmp_path, 
     """A real job whose metrics lost the series name of one pod's rows and whose logs lost the pod of one
     pod's lines (blank CSV cells): the job says how many rows of each it cannot use and leaves them out, so
     the ranking and the onset search (run here without a baseline) never meet a series or entity named null."""
-    import duckdb
-
-    from rcagent.onset import without_baseline
-    from rcagent.tools.overview import ranking
-
     src = job_of("2023-01-29_08_43")
-    dst = tmp_path / "unnamed"
-    shutil.copytree(src, dst)
     pod = "ts-contacts-service-866bd68c97-xcqfx"
-    for table, column in (("metrics", "metric"), ("logs", "entity")):
-        (dst / f"{table}.parquet").unlink()
-        duckdb.execute(f"COPY (SELECT * REPLACE (CASE WHEN entity = '{pod}' THEN NULL ELSE {column} END AS {column}) "
-                       f"FROM read_parquet('{src / f'{table}.parquet'}')) TO '{dst / f'{table}.parquet'}'")
+    blank = "SELECT * REPLACE (CASE WHEN entity = '" + pod + "' THEN NULL ELSE {column} END AS {column}) FROM {{table}}"
+    with_table(src, tmp_path / "metrics-only", "metrics", blank.format(column="metric"))
+    dst = with_table(tmp_path / "metrics-only", tmp_path / "unnamed", "logs", blank.format(column="entity"))
     original = Job.load(src)
     lost = {t: original.query(f"SELECT count(*) FROM {t} WHERE entity = $1", [pod])[0][0] for t in ("metrics", "logs")}
     assert all(lost.values())
