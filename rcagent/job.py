@@ -197,13 +197,14 @@ class Job:
         checks = [f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND {_cast(c, schema[c], present[c])} IS NULL)'
                   for c in typed_cols]
         try:
-            n, kept, *bad = self.con.execute(
-                f"SELECT count(*), (SELECT count(*) FROM {table}){''.join(', ' + c for c in checks)} "
+            # the needed columns are required text columns, null in the view exactly where null in the file
+            n, left_out, *bad = self.con.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE {empty}){''.join(', ' + c for c in checks)} "
                 f"FROM _raw_{table}").fetchall()[0]
         except duckdb.Error as exc:
             raise BadInput(f"{file}: cannot be read ({_first_line(exc)})") from None
-        if n - kept:
-            self.notes.append(f"{table}: {n - kept} of its {n} rows have no {' or '.join(NEEDED[table])} "
+        if left_out:
+            self.notes.append(f"{table}: {left_out} of its {n} rows have no {' or '.join(NEEDED[table])} "
                               f"and are not used")
         for col, count in zip(typed_cols, bad):
             if count:

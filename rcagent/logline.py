@@ -34,7 +34,9 @@ MESSAGE_KEYS = ("message", "msg", "Message", "MESSAGE", "@m", "event", "log", "b
 _NUMBERED = ((60, "FATAL"), (50, "ERROR"), (40, "WARN"), (30, "INFO"), (20, "DEBUG"), (10, "TRACE"))
 _KLOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d")
 _LOGFMT = re.compile(r"(?:^|\s)(?:level|lvl|severity)=\"?([A-Za-z]+)", re.I)
-_WORD = re.compile(r"(?<![\w.-])\[?(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|SEVERE|CRITICAL|FATAL)\]?(?![\w.-])")
+# the level words a line's header states in capitals (`WARN [main]`, `[ERROR]`)
+LEVEL_WORDS = "TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|SEVERE|CRITICAL|FATAL"
+_WORD = re.compile(rf"(?<![\w.-])\[?({LEVEL_WORDS})\]?(?![\w.-])")
 _TRACE_TEXT = re.compile(r"trace[_ .-]?id[\"']?\s*[:=]\s*[\"']?([0-9a-f]{16,32})\b", re.I)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rcagent.errorlike import ERROR_LIKE, ERROR_PARAMS
 from rcagent.job import Job
-from rcagent.logline import message_sql
+from rcagent.logline import LEVEL_WORDS, message_sql
 from rcagent.tools.calls import edges
 from rcagent.tools.common import LATENCY_CALLS, log_ratio, plain
 
@@ -26,7 +26,7 @@ LINE_SD = 3.0            # ... and one whose share of the entity's lines fell by
 NEW_MIN = 3              # an error-like line new in the window counts from this many lines (one odd line proves little)
 ROUTINE = "log line "    # how the reason of a routine line that stopped or fell begins
 # the header a logger writes before the message, once masked: times and numbers, a level, a [thread], dashes
-HEADER = r"^(\s*(<n>|<id>|\[[^\]]{0,40}\]|(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|SEVERE|CRITICAL|FATAL)\b|---|[-:|,]))+\s*"
+HEADER = rf"^(\s*(<n>|<id>|\[[^\]]{{0,40}}\]|({LEVEL_WORDS})\b|---|[-:|,]))+\s*"
 # a log message as its template: what it says (a JSON line's message field: rcagent.logline), long hex ids
 # and numbers masked, a "#46" source line number kept, the header before the message left out (its 64
 # characters are the message's, however long the header a site's log pattern writes)

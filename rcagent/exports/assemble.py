@@ -128,7 +128,7 @@ def read_exports(paths: list[Path]) -> Collected:
         formats = set()
         for line, doc in documents(path):
             src = Source(str(path), line)
-            reader = _sniff(doc, src)
+            reader = _sniff(doc)
             if reader is None and line is None and not named:   # a folder's README.yaml, a job.yaml
                 out.skip(src, "file of no export format")
                 continue
@@ -157,7 +157,7 @@ def read_exports(paths: list[Path]) -> Collected:
 MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, RecursionError)
 
 
-def _sniff(doc, src: Source) -> str | None:
+def _sniff(doc) -> str | None:
     """The format whose reader claims `doc`, if any."""
     for name, module in READERS.items():
         try:
