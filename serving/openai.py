@@ -12,6 +12,7 @@ import time
 from urllib.parse import urlparse
 
 import httpx
+import pydantic
 import tenacity
 
 from rcagent.errors import BadInput, BackendError
@@ -19,6 +20,24 @@ from rcagent.serving import Completion, register_backend
 
 
 RETRY_ON = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
+class _Message(pydantic.BaseModel):
+    content: pydantic.StrictStr | None = None
+
+
+class _Choice(pydantic.BaseModel):
+    message: _Message
+
+
+class _Answer(pydantic.BaseModel):
+    """What rcagent reads of a chat completion: each choice's text; the token counts only when they are counts."""
+    choices: list[_Choice]
+    usage: object = None
+
+    def tokens(self, key: str) -> int:
+        value = self.usage.get(key) if isinstance(self.usage, dict) else None
+        return value if type(value) is int and 0 <= value < 2**31 else 0
 
 
 class _Transient(Exception):
@@ -75,18 +94,17 @@ class OpenAIBackend:
             start = time.perf_counter()
             resp = self._post(body, schema)
             try:
-                data = resp.json()
-                texts = [choice["message"]["content"] or "" for choice in data["choices"]][:want]
-            except (ValueError, KeyError, IndexError, TypeError):
+                answer = _Answer.model_validate_json(resp.content)
+            except pydantic.ValidationError:
                 raise BackendError(f"{self.base_url}: unexpected answer {resp.text[:200]!r}") from None
+            texts = [choice.message.content or "" for choice in answer.choices][:want]
             if not texts:
                 raise BackendError(f"{self.base_url}: no choices in {resp.text[:200]!r}")
-            usage = data.get("usage") or {}
             ms = (time.perf_counter() - start) * 1000
             # one prefill for all choices: its tokens are counted on the first, completion tokens shared evenly
             for i, text in enumerate(texts):
-                out.append(Completion(text, usage.get("prompt_tokens", 0) if i == 0 else 0,
-                                      usage.get("completion_tokens", 0) // len(texts), ms / len(texts)))
+                out.append(Completion(text, answer.tokens("prompt_tokens") if i == 0 else 0,
+                                      answer.tokens("completion_tokens") // len(texts), ms / len(texts)))
         return out
 
     def _send(self, body: dict) -> httpx.Response:

@@ -1,5 +1,6 @@
 """The hostile-input corpus's machinery (test_hostile_*.py): a sandbox per case, the cases' registry and
-their runner, an in-process CLI run.
+their runner, an in-process CLI run; and the values and helpers the property tests substitute into JSON
+documents (exports, a server's answers).
 
 Each case runs `rcagent` in process (rcagent.cli.main) with HOME and the working folder inside a fresh
 sandbox, so that anything written anywhere else is a finding: after the run the sandbox is listed and any
@@ -10,6 +11,7 @@ case's places.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -32,6 +34,41 @@ HOSTILE_NAMES = [
     "svc\\' OR '1'='1",
 ]
 PASSWD_MARK = "root:x:0:"
+
+# Values of another type or form than a field of a JSON document holds: the property tests substitute them.
+ODD_VALUES = [None, 0, -1, 1.5, 10**30, 1e308, float("nan"), float("inf"), "", "x", "NaN", "1e400",
+              "2024-13-45T10:00:00Z", "1714557600000000000", [], {}, [None], [[]], [1, 2], {"a": None}, True,
+              "\x1b[31m", "a" * 300, "ab\ncd"]
+
+
+def field_paths(doc, here=()):
+    """The path (keys and indexes) of every field of a JSON document, its root first."""
+    yield here
+    children = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in children:
+        yield from field_paths(value, here + (key,))
+
+
+DELETE = object()
+
+
+def set_field(doc, path: tuple, value) -> None:
+    """Set (or delete) the field at `path` to a copy of `value` (ODD_VALUES' lists are shared); nothing when
+    an earlier change took the path away."""
+    value = value if value is DELETE else copy.deepcopy(value)
+    for key in path[:-1]:
+        ok = key in doc if isinstance(doc, dict) else isinstance(doc, list) and isinstance(key, int) and key < len(doc)
+        if not ok:
+            return
+        doc = doc[key]
+    key = path[-1]
+    if isinstance(doc, dict):
+        if value is DELETE:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    elif isinstance(doc, list) and isinstance(key, int) and key < len(doc):
+        doc[key] = None if value is DELETE else value
 
 
 @dataclass

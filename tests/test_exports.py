@@ -21,6 +21,7 @@ from rcagent.exports.assemble import create_job, read_exports
 from rcagent.job import Job
 from rcagent.tools.overview import ranking
 from tests.exportwriter import write_exports
+from tests.hostile import DELETE, ODD_VALUES, field_paths, set_field
 from tests.test_cli import rcagent
 
 SAMPLES = Path(__file__).parent / "fixtures" / "exports"
@@ -292,38 +293,6 @@ def test_malformed_exports_fail_with_one_line_naming_file_and_record(tmp_path, n
     assert not (tmp_path / "job").exists()
 
 
-EVIL_VALUES = [None, 0, -1, 1.5, 10**30, 1e308, float("nan"), float("inf"), "", "x", "NaN", "1e400",
-               "2024-13-45T10:00:00Z", "1714557600000000000", [], {}, [None], [[]], [1, 2], {"a": None}, True,
-               "\x1b[31m", "a" * 300, "ab\ncd"]
-
-
-def _paths(doc, here=()):
-    yield here
-    children = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
-    for key, value in children:
-        yield from _paths(value, here + (key,))
-
-
-DELETE = object()
-
-
-def _mutate(doc, path: tuple, value) -> None:
-    """Set (or delete) the field at `path`; nothing when an earlier change took the path away."""
-    for key in path[:-1]:
-        ok = key in doc if isinstance(doc, dict) else isinstance(doc, list) and isinstance(key, int) and key < len(doc)
-        if not ok:
-            return
-        doc = doc[key]
-    key = path[-1]
-    if isinstance(doc, dict):
-        if value is DELETE:
-            doc.pop(key, None)
-        else:
-            doc[key] = value
-    elif isinstance(doc, list) and isinstance(key, int) and key < len(doc):
-        doc[key] = None if value is DELETE else value
-
-
 def test_exports_with_a_value_of_the_wrong_type_anywhere_are_read_or_refused_in_one_line(tmp_path):
     """Any field of any sample replaced by a value of another type or form (or removed), a few at a time
     (hypothesis): `job create` either makes a job the ranking reads, or refuses with one line naming the
@@ -345,9 +314,9 @@ def test_exports_with_a_value_of_the_wrong_type_anywhere_are_read_or_refused_in_
     @given(st.sampled_from(sorted(samples)), st.data())
     def read_or_refused(name, data):
         doc = copy.deepcopy(parsed(samples[name]))
-        where = [p for p in _paths(doc) if p]
+        where = [p for p in field_paths(doc) if p]
         for _ in range(data.draw(st.integers(1, 3))):
-            _mutate(doc, data.draw(st.sampled_from(where)), data.draw(st.sampled_from([DELETE, *EVIL_VALUES])))
+            set_field(doc, data.draw(st.sampled_from(where)), data.draw(st.sampled_from([DELETE, *ODD_VALUES])))
         folder = tmp_path / f"case{sum(outcomes.values())}"
         folder.mkdir()
         file = folder / name

@@ -50,22 +50,23 @@ def test_reading_a_store_never_creates_one(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
-# ---- transient errors of an OpenAI-compatible server ------------------------------------------------
+# ---- transient errors and odd answers of an OpenAI-compatible server ---------------------------------
 ANSWER = {"choices": [{"message": {"content": '{"ok": 1}'}}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
 
 
 @contextlib.contextmanager
-def serving(statuses: list[int], retries: int):
-    """A loopback HTTP server answering POSTs with the given statuses in turn (then 200 with ANSWER), and a
-    backend pointed at it: yields (backend, the statuses sent so far)."""
-    seen = []
+def serving(statuses: list[int], retries: int, answer: list | None = None):
+    """A loopback HTTP server answering POSTs with the given statuses in turn (then 200 with answer[0], ANSWER
+    by default; a test may swap it between requests), and a backend pointed at it: yields (backend, the
+    statuses sent so far)."""
+    seen, answer = [], answer or [ANSWER]
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             status = statuses[len(seen)] if len(seen) < len(statuses) else 200
             seen.append(status)
-            body = json.dumps(ANSWER if status == 200 else {"error": "busy"}).encode()
+            body = json.dumps(answer[0] if status == 200 else {"error": "busy"}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -113,6 +114,66 @@ def test_connection_refused_is_retried_then_reported():
     backend = OpenAIBackend(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.01)
     with pytest.raises(BackendError, match="cannot reach.*after 3 attempts"):
         backend.complete(HI)
+
+
+# A chat completion as vLLM and llama.cpp's server write it: every field the property test below may spoil.
+FULL_ANSWER = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1714557600, "model": "m",
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": '{"thought": "t", "action": "finalize"}'}}],
+               "usage": {"prompt_tokens": 812, "completion_tokens": 24, "total_tokens": 836}}
+
+
+def test_a_server_answer_with_a_field_of_another_type_is_read_or_refused_in_one_line():
+    """Any field of a chat completion replaced by a value of another type or form (or removed), a few at a
+    time (hypothesis): the backend returns texts, and token counts that are counts, or refuses the answer
+    with one line; never another exception (a run would end in "internal error", a token count that is no
+    count broke the run's totals and its record in the store)."""
+    import copy
+    from collections import Counter
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from tests.hostile import DELETE, ODD_VALUES, field_paths, set_field
+
+    outcomes, answer = Counter(), [FULL_ANSWER]
+    with serving([], retries=0, answer=answer) as (backend, _):
+        @settings(max_examples=200, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.data())
+        def read_or_refused(data):
+            doc = copy.deepcopy(FULL_ANSWER)
+            for _ in range(data.draw(st.integers(1, 3))):
+                path = data.draw(st.sampled_from(list(field_paths(doc))))
+                value = data.draw(st.sampled_from([DELETE, *ODD_VALUES]))
+                if path:
+                    set_field(doc, path, value)
+                elif value is not DELETE:
+                    doc = copy.deepcopy(value)
+            answer[0] = doc
+            try:
+                completions = backend.complete(HI, n=data.draw(st.integers(1, 2)))
+            except BackendError as exc:
+                assert "unexpected answer" in str(exc) or "no choices" in str(exc), exc
+                outcomes["refused"] += 1
+                return
+            for c in completions:
+                assert isinstance(c.text, str)
+                assert all(type(n) is int and 0 <= n < 2**31 for n in (c.prompt_tokens, c.completion_tokens)), c
+            outcomes["read"] += 1
+
+        read_or_refused()
+    assert outcomes["read"] > 40 and outcomes["refused"] > 40, outcomes   # both paths were exercised
+
+
+def test_an_answer_that_is_no_chat_completion_ends_analyze_with_one_line(job_of, tmp_path):
+    from tests.conftest import CONTACTS_CASE
+
+    spoiled = json.loads(json.dumps(FULL_ANSWER))
+    spoiled["choices"][0]["message"]["content"] = 7      # a number where the text belongs
+    with serving([], retries=0, answer=[spoiled]) as (backend, _):
+        r = run_cli(["analyze", "--job", job_of(CONTACTS_CASE), "--backend", "openai", "--base-url", backend.base_url,
+                     "--model", "m", "--store", tmp_path / "s.db", "--quiet"], tmp_path)
+    assert r.code == 1 and r.one_line and "model backend error" in r.err and "unexpected answer" in r.err, r.err
 
 
 # ---- OpenMP waiting ----------------------------------------------------------------------------------
