@@ -2,7 +2,8 @@
 
 The action schema goes out as structured output: `json_schema` (OpenAI standard, vLLM); a server that
 rejects it (llama-cpp-python's server wants `json_object` with a `schema`) is retried once with that form,
-which is then remembered. Non-loopback URLs are refused unless remote hosts are allowed explicitly.
+which is then remembered. Non-loopback URLs are refused unless remote hosts are allowed explicitly. An
+answer is read through `_Answer` (what rcagent uses of it): any other shape is a one-line BackendError.
 """
 from __future__ import annotations
 
