@@ -1,10 +1,9 @@
-"""Small helpers for the evidence tests: a table written as Parquet into a job, a real job copied with a
-table rewritten, a real job's labelled culprit."""
+"""Small helpers for the evidence tests: a table written as Parquet into a job, a real job copied with
+tables rewritten, a real job's labelled culprit."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import shutil
+from pathlib import Path
 
 import duckdb
 import yaml
@@ -18,13 +17,16 @@ def write_table(job: Path, table: str, columns: str, rows: list[tuple]) -> None:
     con.close()
 
 
-def with_table(src: Path, dst: Path, table: str, select: str) -> Path:
-    """A copy of the job `src` in `dst` whose `table` holds what `select` gives; `select` reads the original
-    as `{table}` (`SELECT * REPLACE (...) FROM {table}`)."""
+def with_tables(src: Path, dst: Path, **selects: str) -> Path:
+    """A copy of the job `src` in `dst` whose tables hold what their `select` gives; each reads its original
+    as `original` (`SELECT * REPLACE (...) FROM original`). Files go through DuckDB's relational API, so a
+    path is never SQL text."""
     shutil.copytree(src, dst)
-    (dst / f"{table}.parquet").unlink()
-    original = f"read_parquet('{src / f'{table}.parquet'}')"
-    duckdb.execute(f"COPY ({select.format(table=original)}) TO '{dst / f'{table}.parquet'}'")
+    for table, select in selects.items():
+        con = duckdb.connect()
+        con.read_parquet(str(src / f"{table}.parquet")).create_view("original")
+        con.sql(select).write_parquet(str(dst / f"{table}.parquet"))
+        con.close()
     return dst
 
 

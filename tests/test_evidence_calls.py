@@ -13,7 +13,7 @@ import pytest
 from rcagent.job import Job
 from rcagent.tools.call_signals import own_time_rose, traffic_factor, waits
 from rcagent.tools.overview import DEFAULT, overview, ranking, scores
-from tests.evidence_jobs import culprit_of, with_table, write_table
+from tests.evidence_jobs import culprit_of, with_tables, write_table
 from tests.hostile import make_job
 
 
@@ -454,7 +454,7 @@ def test_spans_whose_service_is_blank_leave_no_entity_without_a_signal(job_of, t
     """A real job whose tracer left the service blank on a third of its spans: the signals that look an
     entity up leave none with an empty list of signals (the ranking failed on one), and the culprit, named
     by its logs, still comes first."""
-    blank = "SELECT * REPLACE (CASE WHEN hash(span_id) % 3 = 0 THEN '' ELSE service END AS service) FROM {table}"
-    job = Job.load(with_table(job_of("2023-01-29_08_43"), tmp_path / "blank", "traces", blank))
+    blank = "SELECT * REPLACE (CASE WHEN hash(span_id) % 3 = 0 THEN '' ELSE service END AS service) FROM original"
+    job = Job.load(with_tables(job_of("2023-01-29_08_43"), tmp_path / "blank", traces=blank))
     assert all(scores(job).values())
     assert ranking(job)[0][0] == "ts-contacts-service"

@@ -10,7 +10,7 @@ from rcagent.errors import BadInput
 from rcagent.job import Job
 from rcagent.onset import without_baseline
 from rcagent.tools.overview import ranking
-from tests.evidence_jobs import with_table
+from tests.evidence_jobs import with_tables
 
 META = """id: tiny
 system: test
@@ -94,8 +94,8 @@ def test_a_table_in_another_time_zone_is_named_unused_not_silently_ignored(tmp_p
 
     src = job_of("2023-01-29_08_43")
     assert Job.load(src).unused_tables() == []
-    dst = with_table(src, tmp_path / "late-logs", "logs",
-                     "SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) FROM {table}")
+    dst = with_tables(src, tmp_path / "late-logs",
+                      logs="SELECT timestamp + INTERVAL 8 HOUR AS timestamp, * EXCLUDE (timestamp) FROM original")
     job = Job.load(dst)
     [(table, rows, baseline, first, last)] = job.unused_tables()
     assert (table, rows, baseline) == ("logs", job.rows["logs"], 0) and first > job.window.end
@@ -144,9 +144,8 @@ def test_rows_with_no_entity_metric_or_message_are_named_and_left_out(tmp_path, 
     the ranking and the onset search (run here without a baseline) never meet a series or entity named null."""
     src = job_of("2023-01-29_08_43")
     pod = "ts-contacts-service-866bd68c97-xcqfx"
-    blank = "SELECT * REPLACE (CASE WHEN entity = '" + pod + "' THEN NULL ELSE {column} END AS {column}) FROM {{table}}"
-    with_table(src, tmp_path / "metrics-only", "metrics", blank.format(column="metric"))
-    dst = with_table(tmp_path / "metrics-only", tmp_path / "unnamed", "logs", blank.format(column="entity"))
+    blank = "SELECT * REPLACE (CASE WHEN entity = '" + pod + "' THEN NULL ELSE {0} END AS {0}) FROM original"
+    dst = with_tables(src, tmp_path / "unnamed", metrics=blank.format("metric"), logs=blank.format("entity"))
     original = Job.load(src)
     lost = {t: original.query(f"SELECT count(*) FROM {t} WHERE entity = $1", [pod])[0][0] for t in ("metrics", "logs")}
     assert all(lost.values())
